@@ -1,0 +1,51 @@
+# duilian: the couplet service. `make` lists the verbs.
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PRESET ?= cpu
+export PYTHONPATH := $(CURDIR)
+
+.PHONY: help setup sysdeps serve crawl data train eval bench test lint
+
+help: ## list the verbs
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  make %-8s %s\n", $$1, $$2}'
+
+$(PY): pyproject.toml
+	python3 -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet torch==2.13.0
+	$(PY) -m pip install --quiet -e '.[dev]'
+	touch $(PY)
+
+setup: $(PY) ## make the virtual environment and install everything
+
+serve: $(PY) ## serve the couplet site on http://127.0.0.1:8000 with the shipped default model
+	$(PY) -m serve $(SERVE_ARGS)
+
+crawl: $(PY) ## crawl couplet pairs into work/crawl/*.jsonl (CRAWL_ARGS to choose spiders)
+	$(PY) -m crawler $(CRAWL_ARGS)
+
+data: $(PY) ## normalise, filter, dedup, split, and build the vocabulary into work/data
+	$(PY) -m data $(DATA_ARGS)
+
+train: $(PY) ## train the model (PRESET=tiny|cpu|gpu), evaluate, export the bundle
+	$(PY) -m model.train --preset $(PRESET) $(TRAIN_ARGS)
+
+eval: $(PY) ## BLEU, perplexity, rule compliance on the wb14123 test set
+	$(PY) -m model.evaluate $(EVAL_ARGS)
+
+bench: $(PY) ## benchmarks: data stage, decoding latency, server load, crawler
+	$(PY) -m bench $(BENCH_ARGS)
+
+sysdeps:
+	@bash scripts/sysdeps.sh
+
+test: $(PY) sysdeps ## run the test suite (installs Redis, Chromium, wrk if missing)
+	$(PY) -m pytest $(TEST_ARGS)
+
+lint: $(PY) ## ruff and mypy
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy crawler data model serve

@@ -1,0 +1,28 @@
+"""Every path the project uses, in one place, each overridable by an environment variable."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def corpus_dir() -> Path:
+    """The shared corpora (``DUILIAN_CORPUS_DIR``, default ``../shared/data`` beside the repo)."""
+    return Path(os.environ.get("DUILIAN_CORPUS_DIR", ROOT.parent / "shared" / "data"))
+
+
+def work_dir() -> Path:
+    """Everything generated (``DUILIAN_WORK_DIR``, default ``work/``, ignored by git)."""
+    return Path(os.environ.get("DUILIAN_WORK_DIR", ROOT / "work"))
+
+
+def data_dir() -> Path:
+    """The data stage's outputs: splits, vocabulary, report."""
+    return Path(os.environ.get("DUILIAN_DATA_DIR", work_dir() / "data"))
+
+
+def default_model_dir() -> Path:
+    """The shipped default model bundle that ``make serve`` loads."""
+    return Path(os.environ.get("DUILIAN_MODEL_DIR", ROOT / "models" / "default"))

@@ -1,0 +1,84 @@
+"""Character classes shared by every stage: what is Han, what is punctuation.
+
+Everything downstream (filters, decoding rules, the API's validation) asks these
+functions, so "punctuation" means one thing across the project.
+"""
+
+from __future__ import annotations
+
+import unicodedata
+
+# Full-width Chinese marks a couplet line may contain after normalisation.
+PUNCTUATION: frozenset[str] = frozenset("，。、；：？！…—·“”‘’《》（）「」『』〈〉【】～")
+
+# ASCII (and a few other) marks folded to their full-width Chinese counterparts.
+ASCII_TO_FULLWIDTH: dict[str, str] = {
+    ",": "，",
+    ".": "。",
+    ";": "；",
+    ":": "：",
+    "?": "？",
+    "!": "！",
+    "(": "（",
+    ")": "）",
+    "<": "《",
+    ">": "》",
+    "~": "～",
+    "'": "’",
+    '"': "”",
+    "．": "。",
+    "｡": "。",
+    "､": "、",
+    "﹐": "，",
+    "﹑": "、",
+    "﹔": "；",
+    "﹕": "：",
+    "﹖": "？",
+    "﹗": "！",
+}
+
+
+def is_han(ch: str) -> bool:
+    """True for a single CJK ideograph (any of the unified blocks or the compatibility ones)."""
+    cp = ord(ch)
+    return (
+        0x4E00 <= cp <= 0x9FFF  # CJK Unified Ideographs
+        or 0x3400 <= cp <= 0x4DBF  # Extension A
+        or 0x20000 <= cp <= 0x323AF  # Extensions B-H
+        or 0xF900 <= cp <= 0xFAFF  # Compatibility Ideographs
+        or cp == 0x3007  # 〇
+    )
+
+
+def is_punct(ch: str) -> bool:
+    """True for a full-width Chinese punctuation mark (after normalisation)."""
+    return ch in PUNCTUATION
+
+
+def is_any_punct(ch: str) -> bool:
+    """True for any Unicode punctuation, before or after normalisation."""
+    return ch in PUNCTUATION or unicodedata.category(ch).startswith("P")
+
+
+def punct_positions(line: str) -> tuple[int, ...]:
+    return tuple(i for i, ch in enumerate(line) if is_punct(ch))
+
+
+def repeat_pattern(line: str) -> list[int]:
+    """`[line.index(c) for c in line]`: equal for two lines iff their repeats mirror."""
+    first: dict[str, int] = {}
+    return [first.setdefault(ch, i) for i, ch in enumerate(line)]
+
+
+def clauses(line: str) -> list[tuple[int, int]]:
+    """(start, end) spans of the clauses between punctuation marks, end exclusive."""
+    spans: list[tuple[int, int]] = []
+    start = 0
+    for i, ch in enumerate(line):
+        if is_punct(ch):
+            if i > start:
+                spans.append((start, i))
+            start = i + 1
+    if start < len(line):
+        spans.append((start, len(line)))
+    return spans

@@ -1,0 +1,138 @@
+"""Level (平) and oblique (仄) tones from pypinyin, with the traps of COUPLET_RULES.md handled.
+
+Modes:
+- ``modern``: the reading pypinyin picks in phrase context (今声); 一 is forced to yi1 and
+  不 to bu4, undoing the tone sandhi in pypinyin's phrase data.
+- ``lenient``: any reading of a heteronym counts, so 长 (cháng/zhǎng) is either tone.
+- ``classical``: modern readings, except that characters of a 入声 table are oblique.
+  It needs such a table (``RUSHENG_TABLE`` env var or an explicit set).
+"""
+
+from __future__ import annotations
+
+import enum
+import functools
+import os
+from collections.abc import Iterable
+from pathlib import Path
+
+from pypinyin import Style, pinyin
+
+from data.text import is_han
+
+MODES = ("modern", "lenient", "classical")
+
+
+class Tone(enum.IntFlag):
+    NONE = 0  # punctuation, neutral tone, or no reading known
+    LEVEL = 1  # 平
+    OBLIQUE = 2  # 仄
+    EITHER = 3  # a heteronym with both level and oblique readings (lenient mode)
+
+
+_FORCED = {"一": "yi1", "不": "bu4"}
+
+
+def _tone_of_reading(reading: str | None) -> Tone:
+    if not reading or not reading[-1].isdigit():
+        return Tone.NONE
+    return Tone.LEVEL if reading[-1] in "12" else Tone.OBLIQUE if reading[-1] in "34" else Tone.NONE
+
+
+def _no_reading(chars: str) -> list[None]:
+    # One item per character keeps positions aligned (errors='ignore' would drop them).
+    return [None] * len(chars)
+
+
+@functools.lru_cache(maxsize=65536)
+def char_readings(ch: str) -> tuple[str, ...]:
+    """Every TONE3 reading pypinyin knows for one character (empty for non-Han)."""
+    if ch in _FORCED:
+        return (_FORCED[ch],)
+    if not is_han(ch):
+        return ()
+    items = pinyin(ch, style=Style.TONE3, heteronym=True, errors=_no_reading)
+    return tuple(r for r in items[0] if r) if items else ()
+
+
+@functools.lru_cache(maxsize=65536)
+def char_tone(ch: str, mode: str = "modern", rusheng: frozenset[str] | None = None) -> Tone:
+    """Context-free tone class of one character, as used in the decoder's per-vocabulary table.
+
+    In ``modern`` mode this is the character's default reading; ``lenient`` unites all readings.
+    """
+    _check_mode(mode)
+    readings = char_readings(ch)
+    if not readings:
+        return Tone.NONE
+    if mode == "classical" and ch in _rusheng(rusheng):
+        return Tone.OBLIQUE
+    if mode == "lenient":
+        tone = Tone.NONE
+        for r in readings:
+            tone |= _tone_of_reading(r)
+        return tone
+    return _tone_of_reading(readings[0])
+
+
+def char_tone_all(ch: str) -> Tone:
+    """Union of the tones of every reading: a character whose tone no context can change
+    has exactly one bit set here."""
+    return char_tone(ch, "lenient")
+
+
+def line_tones(line: str, mode: str = "modern", rusheng: frozenset[str] | None = None) -> list[Tone]:
+    """Tone class of every position of ``line`` (NONE for punctuation), aligned with it."""
+    _check_mode(mode)
+    if mode == "lenient":
+        return [char_tone(ch, "lenient") for ch in line]
+    items = pinyin(line, style=Style.TONE3, heteronym=False, errors=_no_reading)
+    if len(items) != len(line):  # defensive: never misalign positions
+        return [char_tone(ch, mode, rusheng) for ch in line]
+    tones = []
+    table = _rusheng(rusheng) if mode == "classical" else frozenset()
+    for ch, item in zip(line, items, strict=True):
+        if ch in table:
+            tones.append(Tone.OBLIQUE)
+        else:
+            tones.append(_tone_of_reading(_FORCED.get(ch) or (item[0] if item else None)))
+    return tones
+
+
+def mark(tone: Tone) -> str:
+    """Display mark: 平, 仄, 中 (either), or empty."""
+    return {Tone.LEVEL: "平", Tone.OBLIQUE: "仄", Tone.EITHER: "中"}.get(tone, "")
+
+
+def opposed(a: Tone, b: Tone) -> bool:
+    """True when the two tones can be read as opposite (either one may be EITHER)."""
+    return bool((a & Tone.LEVEL and b & Tone.OBLIQUE) or (a & Tone.OBLIQUE and b & Tone.LEVEL))
+
+
+def wanted_end(upper_end: Tone) -> Tone:
+    """The tone the lower line should end on: level after an oblique (or ambiguous) end,
+    oblique after a level end (the pair is probably reversed), anything when unknown."""
+    if upper_end == Tone.LEVEL:
+        return Tone.OBLIQUE
+    if upper_end in (Tone.OBLIQUE, Tone.EITHER):
+        return Tone.LEVEL
+    return Tone.EITHER
+
+
+def load_rusheng(path: str | os.PathLike[str]) -> frozenset[str]:
+    text = Path(path).read_text(encoding="utf-8")
+    return frozenset(ch for ch in text if is_han(ch))
+
+
+def _rusheng(explicit: Iterable[str] | None) -> frozenset[str]:
+    if explicit is not None:
+        return frozenset(explicit)
+    path = os.environ.get("RUSHENG_TABLE")
+    if not path:
+        raise ValueError("classical tone mode needs a 入声 table: set RUSHENG_TABLE to a file of characters")
+    return load_rusheng(path)
+
+
+def _check_mode(mode: str) -> None:
+    if mode not in MODES:
+        raise ValueError(f"unknown tone mode {mode!r}; expected one of {', '.join(MODES)}")

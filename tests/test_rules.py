@@ -1,0 +1,68 @@
+"""The couplet rules as string checks, and tones, on hand-written pairs."""
+
+import pytest
+
+from data.text import clauses, is_han, is_punct, repeat_pattern
+from model.rules import check, rhythm_positions
+from model.tones import Tone, char_tone, line_tones, mark, opposed, wanted_end
+
+
+def test_char_classes():
+    assert is_han("春") and not is_han("，") and not is_han("a")
+    assert is_punct("，") and not is_punct(",") and not is_punct("春")
+
+
+def test_repeat_pattern_and_clauses():
+    assert repeat_pattern("天天向上") == [0, 0, 2, 3]
+    assert repeat_pattern("上海自来水来自海上") == [0, 1, 2, 3, 4, 3, 2, 1, 0]
+    assert clauses("春风，秋雨。") == [(0, 2), (3, 5)]
+
+
+def test_tone_traps():
+    # 一 and 不 keep their citation tones whatever pypinyin's phrase sandhi says.
+    assert line_tones("一定")[0] == Tone.LEVEL
+    assert line_tones("不要")[0] == Tone.OBLIQUE
+    # punctuation keeps positions aligned
+    tones = line_tones("春，，风")
+    assert len(tones) == 4 and tones[1] == Tone.NONE and tones[3] == Tone.LEVEL
+    # a heteronym is either tone in lenient mode
+    assert char_tone("长", "lenient") == Tone.EITHER
+    assert mark(Tone.LEVEL) == "平" and mark(Tone.OBLIQUE) == "仄"
+
+
+def test_tone_modes():
+    with pytest.raises(ValueError, match="unknown tone mode"):
+        line_tones("春", "ancient")
+    assert line_tones("国", "classical", rusheng=frozenset("国")) == [Tone.OBLIQUE]
+    assert line_tones("国", "modern") == [Tone.LEVEL]
+
+
+def test_opposition():
+    assert opposed(Tone.LEVEL, Tone.OBLIQUE) and not opposed(Tone.LEVEL, Tone.LEVEL)
+    assert opposed(Tone.EITHER, Tone.LEVEL)
+    assert wanted_end(Tone.OBLIQUE) == Tone.LEVEL and wanted_end(Tone.LEVEL) == Tone.OBLIQUE
+
+
+def test_check_good_pair():
+    report = check("风吹柳絮千山雪", "雨打梨花万树香")
+    assert report.hard_ok and report.tone_end is True
+
+
+@pytest.mark.parametrize(
+    ("upper", "lower", "broken"),
+    [
+        ("春风得意", "秋雨无", "length"),
+        ("春风，得意", "秋雨无声。", "punctuation"),
+        ("天天向上", "日月进步", "repeats"),
+        ("春风得意", "秋风无声", "no_reuse"),
+    ],
+)
+def test_check_each_hard_rule(upper, lower, broken):
+    report = check(upper, lower)
+    assert not getattr(report, broken)
+    assert not report.hard_ok
+
+
+def test_rhythm_positions():
+    assert rhythm_positions("一二三四五六七") == [1, 3, 5, 6]
+    assert rhythm_positions("一二三，四五") == [1, 2, 5]
