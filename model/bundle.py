@@ -1,0 +1,122 @@
+"""The model bundle that `make serve` loads: model, vocabulary, fingerprints, cards, figures.
+
+Layout of a bundle folder::
+
+    model.pt          checkpoint with fp16 weights, no optimizer state
+    fingerprints.npy  sorted uint64 fingerprints of the normalised training upper lines
+    sensitive.npy     hashed sensitive words (``data.sensitive.hash_words``)
+    MODEL_CARD.md, DATA_CARD.md, eval.json
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from data.vocab import Vocab
+from model.checkpoint import atomic_save, load_model, make_checkpoint
+from model.fingerprint import FingerprintIndex
+from model.transformer import CoupletTransformer
+
+MODEL_FILE, FINGERPRINTS_FILE, SENSITIVE_FILE = "model.pt", "fingerprints.npy", "sensitive.npy"
+MODEL_CARD, DATA_CARD, EVAL_FILE = "MODEL_CARD.md", "DATA_CARD.md", "eval.json"
+
+
+@dataclass
+class Bundle:
+    path: Path
+    model: CoupletTransformer
+    vocab: Vocab
+    meta: dict[str, Any]
+    fingerprints: FingerprintIndex
+    sensitive_hashes: np.ndarray
+    model_card: str = ""
+    data_card: str = ""
+    eval: dict[str, Any] = field(default_factory=dict)
+
+    def in_training_data(self, upper: str) -> bool:
+        return self.fingerprints.contains(upper)
+
+    def sensitive_filter(self) -> Any:
+        """``data.sensitive.SensitiveFilter`` built from the stored hashes."""
+        from data.sensitive import SensitiveFilter  # the data stage owns the filter
+
+        return SensitiveFilter.from_hashes(self.sensitive_hashes)
+
+
+def _save_npy(path: Path, arr: np.ndarray) -> None:
+    with open(path, "wb") as f:
+        np.save(f, arr, allow_pickle=False)
+
+
+def export_bundle(
+    out_dir: str | os.PathLike[str],
+    model: CoupletTransformer,
+    vocab: Vocab,
+    *,
+    train_uppers: Iterable[str] = (),
+    sensitive_hashes: np.ndarray | None = None,
+    model_card: str = "",
+    data_card: str = "",
+    eval_result: dict[str, Any] | None = None,
+    step: int = 0,
+    best_valid: float | None = None,
+    **meta: Any,
+) -> Path:
+    """Write a bundle into a temporary sibling folder, then swap it into ``out_dir``."""
+    out = Path(out_dir)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    try:
+        ckpt = make_checkpoint(model, vocab, step=step, best_valid=best_valid, half=True, **meta)
+        atomic_save(ckpt, tmp / MODEL_FILE)
+        FingerprintIndex.from_lines(train_uppers).save(tmp / FINGERPRINTS_FILE)
+        hashes = np.zeros(0, np.uint64) if sensitive_hashes is None else np.asarray(sensitive_hashes)
+        _save_npy(tmp / SENSITIVE_FILE, hashes)
+        (tmp / MODEL_CARD).write_text(model_card, encoding="utf-8")
+        (tmp / DATA_CARD).write_text(data_card, encoding="utf-8")
+        (tmp / EVAL_FILE).write_text(json.dumps(eval_result or {}, ensure_ascii=False, indent=1), "utf-8")
+        _swap(tmp, out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return out
+
+
+def _swap(new: Path, out: Path) -> None:
+    """Replace ``out`` by ``new`` with renames only (the old folder is removed afterwards)."""
+    old = None
+    if out.exists():
+        old = out.with_name(f".{out.name}.old.{os.getpid()}")
+        os.replace(out, old)
+    os.replace(new, out)
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
+
+
+def _read_text(path: Path) -> str:
+    return path.read_text(encoding="utf-8") if path.exists() else ""
+
+
+def load_bundle(path: str | os.PathLike[str], dtype: torch.dtype = torch.float32) -> Bundle:
+    """Load a bundle folder; raises ``FileNotFoundError`` naming what is missing."""
+    root = Path(path)
+    if not (root / MODEL_FILE).is_file():
+        raise FileNotFoundError(f"no model bundle at {root} (missing {MODEL_FILE}); run `make train`")
+    model, vocab, meta = load_model(root / MODEL_FILE, dtype)
+    fp_path, sens_path = root / FINGERPRINTS_FILE, root / SENSITIVE_FILE
+    fps = FingerprintIndex.load(fp_path) if fp_path.exists() else FingerprintIndex(np.zeros(0, np.uint64))
+    sens = np.load(sens_path, allow_pickle=False) if sens_path.exists() else np.zeros(0, np.uint64)
+    ev = json.loads(_read_text(root / EVAL_FILE) or "{}")
+    return Bundle(
+        root, model, vocab, meta, fps, sens, _read_text(root / MODEL_CARD), _read_text(root / DATA_CARD), ev
+    )

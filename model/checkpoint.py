@@ -1,0 +1,92 @@
+"""Checkpoints: a plain dict carrying everything needed to rebuild the model, written atomically.
+
+Keys: ``format_version``, ``model_config`` (dict), ``vocab`` (sentencepiece bytes),
+``state_dict``, ``step``, ``best_valid``, and optional training state (``optimizer``,
+``scheduler``, ``rng``, ``trainer``...). No pickled classes: ``torch.load`` runs with
+``weights_only=True``.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from data.vocab import Vocab
+from model.transformer import CoupletTransformer, ModelConfig
+
+FORMAT_VERSION = 1
+
+
+def make_checkpoint(
+    model: CoupletTransformer,
+    vocab: Vocab,
+    step: int = 0,
+    best_valid: float | None = None,
+    half: bool = False,
+    **training_state: Any,
+) -> dict[str, Any]:
+    """The checkpoint dict; ``half`` stores floating weights as fp16 (for shipping)."""
+    state = {
+        k: (v.half() if half and v.is_floating_point() else v).detach().cpu()
+        for k, v in model.state_dict().items()
+    }
+    return {
+        "format_version": FORMAT_VERSION,
+        "model_config": model.cfg.to_dict(),
+        "vocab": vocab.to_bytes(),
+        "state_dict": state,
+        "step": step,
+        "best_valid": best_valid,
+        **training_state,
+    }
+
+
+def atomic_save(obj: Any, path: str | os.PathLike[str]) -> Path:
+    """``torch.save`` to a temporary file in the same folder, fsync, then rename over ``path``."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            torch.save(obj, f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def save(path: str | os.PathLike[str], model: CoupletTransformer, vocab: Vocab, **kwargs: Any) -> Path:
+    return atomic_save(make_checkpoint(model, vocab, **kwargs), path)
+
+
+def load_checkpoint(path: str | os.PathLike[str]) -> dict[str, Any]:
+    ckpt = torch.load(path, map_location="cpu", weights_only=True)
+    version = ckpt.get("format_version") if isinstance(ckpt, dict) else None
+    if version != FORMAT_VERSION:
+        raise ValueError(f"{path}: unsupported checkpoint format {version!r} (expected {FORMAT_VERSION})")
+    return ckpt
+
+
+def model_from_checkpoint(ckpt: dict[str, Any], dtype: torch.dtype = torch.float32) -> CoupletTransformer:
+    model = CoupletTransformer(ModelConfig.from_dict(ckpt["model_config"]))
+    state = {k: (v.to(dtype) if v.is_floating_point() else v) for k, v in ckpt["state_dict"].items()}
+    model.load_state_dict(state)
+    return model.to(dtype)
+
+
+def load_model(
+    path: str | os.PathLike[str], dtype: torch.dtype = torch.float32
+) -> tuple[CoupletTransformer, Vocab, dict[str, Any]]:
+    """(model in eval mode, its vocabulary, the rest of the checkpoint without weights or state)."""
+    ckpt = load_checkpoint(path)
+    model = model_from_checkpoint(ckpt, dtype).eval()
+    skip = {"state_dict", "vocab", "optimizer", "scheduler", "rng"}
+    meta = {k: v for k, v in ckpt.items() if k not in skip}
+    return model, Vocab(ckpt["vocab"]), meta

@@ -1,0 +1,262 @@
+"""A character-level Transformer encoder-decoder for aligned pairs, with a KV cache.
+
+Pre-norm layers on ``F.scaled_dot_product_attention``. Couplets are aligned: position i
+of the lower line answers position i of the upper line, so with ``aligned=True`` the
+decoder input at position i also receives a projection of the encoder state at source
+position i (zero past the end of the source, where the decoder must emit EOS).
+
+Shapes: B batch, S source length, T target length, d model width, H heads, V vocabulary.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, fields, replace
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+PAD_ID, UNK_ID, BOS_ID, EOS_ID = 0, 1, 2, 3
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    vocab_size: int = 8000
+    d_model: int = 256
+    n_heads: int = 4
+    n_enc_layers: int = 4
+    n_dec_layers: int = 4
+    d_ff: int = 1024
+    dropout: float = 0.1
+    max_len: int = 64  # longest line + BOS/EOS
+    aligned: bool = True  # add the encoder state at position i to decoder input i
+    tie_embeddings: bool = True  # one table for source, target and output
+
+    def to_dict(self) -> dict[str, object]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, object]) -> ModelConfig:
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in d.items() if k in known})  # type: ignore[arg-type]
+
+    def with_(self, **changes: object) -> ModelConfig:
+        return replace(self, **changes)  # type: ignore[arg-type]
+
+
+class Attention(nn.Module):
+    """Multi-head attention; keys/values may come from a cache."""
+
+    def __init__(self, cfg: ModelConfig) -> None:
+        super().__init__()
+        self.h, self.dh = cfg.n_heads, cfg.d_model // cfg.n_heads
+        self.q = nn.Linear(cfg.d_model, cfg.d_model)
+        self.kv = nn.Linear(cfg.d_model, 2 * cfg.d_model)
+        self.out = nn.Linear(cfg.d_model, cfg.d_model)
+        self.dropout = cfg.dropout
+
+    def split(self, x: Tensor) -> Tensor:
+        b, n, _ = x.shape
+        return x.view(b, n, self.h, self.dh).transpose(1, 2)  # (B, H, n, dh)
+
+    def keys_values(self, x: Tensor) -> tuple[Tensor, Tensor]:
+        k, v = self.kv(x).chunk(2, dim=-1)
+        return self.split(k), self.split(v)  # (B, H, n, dh) each
+
+    def attend(self, x: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, causal: bool) -> Tensor:
+        q = self.split(self.q(x))  # (B, H, n, dh)
+        p = self.dropout if self.training else 0.0
+        y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p, is_causal=causal)
+        b, _, n, _ = y.shape
+        return self.out(y.transpose(1, 2).reshape(b, n, self.h * self.dh))  # (B, n, d)
+
+    def forward(self, x: Tensor, ctx: Tensor, mask: Tensor | None = None, causal: bool = False) -> Tensor:
+        k, v = self.keys_values(ctx)
+        return self.attend(x, k, v, mask, causal)
+
+
+class FeedForward(nn.Sequential):
+    def __init__(self, cfg: ModelConfig) -> None:
+        super().__init__(
+            nn.Linear(cfg.d_model, cfg.d_ff),
+            nn.GELU(),
+            nn.Dropout(cfg.dropout),
+            nn.Linear(cfg.d_ff, cfg.d_model),
+        )
+
+
+class EncoderLayer(nn.Module):
+    def __init__(self, cfg: ModelConfig) -> None:
+        super().__init__()
+        self.norm1, self.norm2 = nn.LayerNorm(cfg.d_model), nn.LayerNorm(cfg.d_model)
+        self.attn, self.ff = Attention(cfg), FeedForward(cfg)
+        self.drop = nn.Dropout(cfg.dropout)
+
+    def forward(self, x: Tensor, mask: Tensor) -> Tensor:
+        h = self.norm1(x)
+        x = x + self.drop(self.attn(h, h, mask))
+        return x + self.drop(self.ff(self.norm2(x)))
+
+
+class DecoderLayer(nn.Module):
+    def __init__(self, cfg: ModelConfig) -> None:
+        super().__init__()
+        self.norm1, self.norm2, self.norm3 = (nn.LayerNorm(cfg.d_model) for _ in range(3))
+        self.self_attn, self.cross_attn, self.ff = Attention(cfg), Attention(cfg), FeedForward(cfg)
+        self.drop = nn.Dropout(cfg.dropout)
+
+    def forward(self, x: Tensor, memory: Tensor, mem_mask: Tensor) -> Tensor:
+        h = self.norm1(x)
+        x = x + self.drop(self.self_attn(h, h, causal=True))
+        x = x + self.drop(self.cross_attn(self.norm2(x), memory, mem_mask))
+        return x + self.drop(self.ff(self.norm3(x)))
+
+    def step(self, x: Tensor, layer_cache: LayerCache, pos: int, mem_mask: Tensor) -> Tensor:
+        """One position: x (B, 1, d); writes this position's keys/values into the cache."""
+        h = self.norm1(x)
+        k, v = self.self_attn.keys_values(h)  # (B, H, 1, dh)
+        layer_cache.k[:, :, pos : pos + 1] = k
+        layer_cache.v[:, :, pos : pos + 1] = v
+        ks, vs = layer_cache.k[:, :, : pos + 1], layer_cache.v[:, :, : pos + 1]
+        x = x + self.self_attn.attend(h, ks, vs, None, causal=False)
+        x = x + self.cross_attn.attend(self.norm2(x), layer_cache.ck, layer_cache.cv, mem_mask, False)
+        return x + self.ff(self.norm3(x))
+
+
+@dataclass
+class LayerCache:
+    k: Tensor  # (B, H, max_len, dh) self-attention keys, filled up to the current position
+    v: Tensor
+    ck: Tensor  # (B, H, S, dh) cross-attention keys of the memory, computed once
+    cv: Tensor
+
+    def select(self, index: Tensor) -> LayerCache:
+        return LayerCache(*(t.index_select(0, index) for t in (self.k, self.v, self.ck, self.cv)))
+
+
+@dataclass
+class DecoderCache:
+    layers: list[LayerCache]
+    mem_mask: Tensor  # (B, 1, 1, S) True where the source is a real character
+    aligned: Tensor | None  # (B, S, d) projected encoder state per source position
+
+    def select(self, index: Tensor) -> DecoderCache:
+        al = None if self.aligned is None else self.aligned.index_select(0, index)
+        return DecoderCache([c.select(index) for c in self.layers], self.mem_mask.index_select(0, index), al)
+
+
+class CoupletTransformer(nn.Module):
+    def __init__(self, cfg: ModelConfig) -> None:
+        super().__init__()
+        self.cfg = cfg
+        d = cfg.d_model
+        self.embed = nn.Embedding(cfg.vocab_size, d, padding_idx=PAD_ID)
+        self.tgt_embed = self.embed if cfg.tie_embeddings else nn.Embedding(cfg.vocab_size, d, PAD_ID)
+        self.src_pos = nn.Embedding(cfg.max_len, d)
+        self.tgt_pos = nn.Embedding(cfg.max_len, d)
+        self.align = nn.Linear(d, d) if cfg.aligned else None
+        self.encoder = nn.ModuleList(EncoderLayer(cfg) for _ in range(cfg.n_enc_layers))
+        self.decoder = nn.ModuleList(DecoderLayer(cfg) for _ in range(cfg.n_dec_layers))
+        self.enc_norm, self.dec_norm = nn.LayerNorm(d), nn.LayerNorm(d)
+        self.drop = nn.Dropout(cfg.dropout)
+        self.head = nn.Linear(d, cfg.vocab_size, bias=False)
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        # Embeddings ~ N(0, 1/d) scaled by sqrt(d) at use: unit-variance inputs, and a tied
+        # output layer with logits of order 1 (too small an init collapsed earlier runs).
+        d = self.cfg.d_model
+        for m in self.modules():
+            if isinstance(m, nn.Linear):
+                nn.init.normal_(m.weight, std=0.02)
+                if m.bias is not None:
+                    nn.init.zeros_(m.bias)
+        for emb in (self.embed, self.tgt_embed):
+            nn.init.normal_(emb.weight, std=d**-0.5)
+            with torch.no_grad():
+                emb.weight[PAD_ID].zero_()
+        for emb in (self.src_pos, self.tgt_pos):
+            nn.init.normal_(emb.weight, std=0.02)
+        if self.cfg.tie_embeddings:
+            self.head.weight = self.embed.weight
+        scale = 0.02 / math.sqrt(2 * (self.cfg.n_enc_layers + self.cfg.n_dec_layers))
+        for layer in [*self.encoder, *self.decoder]:
+            for name, p in layer.named_parameters():
+                if name.endswith("out.weight") or name.endswith("ff.3.weight"):
+                    nn.init.normal_(p, std=scale)
+
+    def num_parameters(self) -> int:
+        return sum(p.numel() for p in self.parameters())
+
+    def _scale(self) -> float:
+        return math.sqrt(self.cfg.d_model)
+
+    def encode(self, src: Tensor) -> Tensor:
+        """src (B, S) -> memory (B, S, d)."""
+        pos = torch.arange(src.size(1), device=src.device)
+        x = self.drop(self.embed(src) * self._scale() + self.src_pos(pos))  # (B, S, d)
+        mask = self._src_mask(src)
+        for layer in self.encoder:
+            x = layer(x, mask)
+        return self.enc_norm(x)
+
+    @staticmethod
+    def _src_mask(src: Tensor) -> Tensor:
+        return (src != PAD_ID)[:, None, None, :]  # (B, 1, 1, S) True = attend
+
+    def _aligned(self, memory: Tensor, src: Tensor, length: int) -> Tensor | None:
+        """(B, length, d): the projected encoder state at each target position, 0 past the source."""
+        if self.align is None:
+            return None
+        a = self.align(memory) * (src != PAD_ID).unsqueeze(-1).to(memory.dtype)  # (B, S, d)
+        if a.size(1) >= length:
+            return a[:, :length]
+        return F.pad(a, (0, 0, 0, length - a.size(1)))
+
+    def _tgt_input(self, tgt_in: Tensor, start: int, aligned: Tensor | None) -> Tensor:
+        pos = torch.arange(start, start + tgt_in.size(1), device=tgt_in.device)
+        x = self.tgt_embed(tgt_in) * self._scale() + self.tgt_pos(pos)  # (B, T, d)
+        return x if aligned is None else x + aligned
+
+    def decode(self, memory: Tensor, src: Tensor, tgt_in: Tensor) -> Tensor:
+        """memory (B, S, d), tgt_in (B, T) -> logits (B, T, V)."""
+        aligned = self._aligned(memory, src, tgt_in.size(1))
+        x = self.drop(self._tgt_input(tgt_in, 0, aligned))
+        mask = self._src_mask(src)
+        for layer in self.decoder:
+            x = layer(x, memory, mask)
+        return self.head(self.dec_norm(x))
+
+    def forward(self, src: Tensor, tgt_in: Tensor) -> Tensor:
+        """src (B, S), tgt_in (B, T) starting with BOS -> logits (B, T, V)."""
+        return self.decode(self.encode(src), src, tgt_in)
+
+    # ---- incremental decoding -------------------------------------------------------
+
+    def new_cache(self, memory: Tensor, src: Tensor) -> DecoderCache:
+        """Empty self-attention buffers and the cross-attention keys/values of ``memory``."""
+        b, h = memory.size(0), self.cfg.n_heads
+        dh = self.cfg.d_model // h
+        layers = []
+        for layer in self.decoder:
+            ck, cv = layer.cross_attn.keys_values(memory)  # (B, H, S, dh)
+            buf = memory.new_zeros(2, b, h, self.cfg.max_len, dh)
+            layers.append(LayerCache(buf[0], buf[1], ck, cv))
+        aligned = self._aligned(memory, src, self.cfg.max_len)
+        return DecoderCache(layers, self._src_mask(src), aligned)
+
+    def step(self, cache: DecoderCache, prev: Tensor, pos: int) -> Tensor:
+        """prev (B,) token at position ``pos`` (BOS at 0) -> logits (B, V) for position ``pos``."""
+        if not 0 <= pos < self.cfg.max_len:
+            raise ValueError(f"position {pos} outside 0..{self.cfg.max_len - 1}")
+        al = None if cache.aligned is None else cache.aligned[:, pos : pos + 1]
+        x = self._tgt_input(prev[:, None], pos, al)  # (B, 1, d)
+        for layer, lc in zip(self.decoder, cache.layers, strict=True):
+            x = layer.step(x, lc, pos, cache.mem_mask)
+        return self.head(self.dec_norm(x))[:, 0]  # (B, V)
+
+    @staticmethod
+    def reorder_cache(cache: DecoderCache, index: Tensor) -> DecoderCache:
+        """Rows ``index`` (B',) of the cache, e.g. the surviving beams, duplicated as needed."""
+        return cache.select(index)
