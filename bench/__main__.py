@@ -12,7 +12,6 @@ import json
 import pkgutil
 import sys
 import time
-from pathlib import Path
 
 import bench
 from data.paths import work_dir

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable, Sequence
 from pathlib import Path
+from typing import Any
 
 import sentencepiece as spm
 
@@ -39,7 +40,7 @@ class Vocab:
         return cls(Path(path).read_bytes())
 
     @classmethod
-    def train(cls, lines: Iterable[str], model_prefix: str | os.PathLike[str], **options: object) -> Vocab:
+    def train(cls, lines: Iterable[str], model_prefix: str | os.PathLike[str], **options: Any) -> Vocab:
         """Train a ``char`` model on ``lines`` and write ``<prefix>.model`` / ``.vocab``."""
         spm.SentencePieceTrainer.train(
             sentence_iterator=iter(lines),

@@ -15,6 +15,7 @@ import functools
 import os
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 from pypinyin import Style, pinyin
 
@@ -39,7 +40,7 @@ def _tone_of_reading(reading: str | None) -> Tone:
     return Tone.LEVEL if reading[-1] in "12" else Tone.OBLIQUE if reading[-1] in "34" else Tone.NONE
 
 
-def _no_reading(chars: str) -> list[None]:
+def _no_reading(chars: str) -> Any:
     # One item per character keeps positions aligned (errors='ignore' would drop them).
     return [None] * len(chars)
 
