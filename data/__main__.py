@@ -1,5 +1,84 @@
-"""Entry point of `make data`: not built yet."""
+"""`make data`: build the training, validation and test files and the vocabulary.
 
+Reads the sources named in the configuration (by default the shared corpora in
+DUILIAN_CORPUS_DIR, plus work/crawl/*.jsonl and work/feedback/*.tsv when present) and
+writes into DUILIAN_DATA_DIR (default work/data). Skips the work when the outputs are
+newer than every input and the configuration is unchanged, unless --force.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
 import sys
+from pathlib import Path
 
-sys.exit("make: this verb is not built yet (see the open issues)")
+from data.config import DataConfig, default_sources
+from data.pipeline import is_fresh, run
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    names = [s.name for s in default_sources()]
+    p = argparse.ArgumentParser(
+        prog="python -m data", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    p.add_argument("--corpus-dir", type=Path, help="where the corpora are (default: DUILIAN_CORPUS_DIR)")
+    p.add_argument("--out-dir", type=Path, help="where outputs go (default: DUILIAN_DATA_DIR or work/data)")
+    p.add_argument("--sources", help=f"comma-separated source names to read (default all: {','.join(names)})")
+    p.add_argument("--exclude", default="", help="comma-separated source names to leave out")
+    p.add_argument("--valid-size", type=int, help="validation pairs, carved by upper line (default 5000)")
+    p.add_argument("--max-lowers", type=int, help="lower lines kept per upper line (default 10)")
+    p.add_argument("--min-char-count", type=int, help="occurrences for a character to enter the vocabulary")
+    p.add_argument("--no-near-dup", action="store_true", help="only remove exact duplicates")
+    p.add_argument("--seed", type=int, help="seed of the validation draw and the training order")
+    p.add_argument("--force", action="store_true", help="rebuild even when the outputs are fresh")
+    return p.parse_args(argv)
+
+
+def make_config(args: argparse.Namespace) -> DataConfig:
+    config = DataConfig()
+    overrides = {
+        "corpus_dir": args.corpus_dir,
+        "out_dir": args.out_dir,
+        "valid_size": args.valid_size,
+        "max_lowers_per_upper": args.max_lowers,
+        "min_char_count": args.min_char_count,
+        "seed": args.seed,
+    }
+    config = dataclasses.replace(config, **{k: v for k, v in overrides.items() if v is not None})
+    known = {s.name for s in config.sources}
+    wanted = set(args.sources.split(",")) if args.sources else known
+    excluded = {n for n in args.exclude.split(",") if n}
+    unknown = sorted((wanted | excluded) - known)
+    if unknown:
+        raise ValueError(f"unknown source(s): {', '.join(unknown)} (known: {', '.join(sorted(known))})")
+    if args.no_near_dup:
+        config.near_dup = False
+    config.sources = tuple(s for s in config.sources if s.name in wanted - excluded)
+    return config
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    try:
+        config = make_config(args)
+        if not config.corpus_dir.is_dir():
+            raise ValueError(f"corpus folder {config.corpus_dir} does not exist (set DUILIAN_CORPUS_DIR)")
+        if not args.force and is_fresh(config):
+            print(f"data: {config.out_dir} is up to date (use --force to rebuild)")
+            return 0
+        report = run(config)
+    except (ValueError, OSError) as exc:
+        print(f"data: error: {exc}", file=sys.stderr)
+        return 2
+    sp = report["split"]
+    print(
+        f"data: train {sp['train']}, valid {sp['valid']}, test {sp['test']} "
+        f"(leak-free {sp['test_leakfree']}), vocabulary {report['vocab']['size']}, "
+        f"{report['seconds']['total']:.1f} s → {config.out_dir}"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

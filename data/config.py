@@ -1,0 +1,44 @@
+"""Configuration of the data stage: which sources go in, and every threshold."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from data.paths import corpus_dir, data_dir, work_dir
+from data.sources import Source
+
+
+def default_sources() -> tuple[Source, ...]:
+    """The shared corpora, then the crawler's and the service's output when they exist."""
+    return (
+        Source("wb14123_train", "tsv", "wb14123_train.tsv.gz"),
+        Source("wb14123_test", "tsv", "wb14123_test.tsv", role="test"),
+        Source("poetry_lvshi", "tsv", "poetry_lvshi.tsv.gz"),
+        Source("classical_duiyun", "tsv", "classical_duiyun.tsv"),
+        Source("crawl", "jsonl", str(work_dir() / "crawl" / "*.jsonl")),
+        Source("feedback", "feedback", str(work_dir() / "feedback" / "*.tsv")),
+    )
+
+
+@dataclass
+class DataConfig:
+    corpus_dir: Path = field(default_factory=corpus_dir)
+    out_dir: Path = field(default_factory=data_dir)
+    sources: tuple[Source, ...] = field(default_factory=default_sources)
+    min_len: int = 2  # characters per line, inclusive
+    max_len: int = 32
+    valid_size: int = 5000  # pairs, carved by upper line
+    valid_sources: tuple[str, ...] = ("wb14123_train",)  # valid should look like the test set
+    max_lowers_per_upper: int = 10
+    near_dup: bool = True
+    t2s: bool = True
+    badwords: str = "badwords.txt"  # in corpus_dir; filtering is off when absent
+    allow_list: Path = field(default_factory=lambda: Path(__file__).with_name("sensitive_allow.txt"))
+    min_char_count: int = 2  # a character enters the vocabulary when seen this often in train
+    seed: int = 0
+
+    def as_dict(self) -> dict[str, object]:
+        d = asdict(self)
+        d["sources"] = [asdict(s) for s in self.sources]
+        return {k: (str(v) if isinstance(v, Path) else v) for k, v in d.items()}

@@ -1,0 +1,107 @@
+"""Sensitive-word filtering with an allow-list, from the word list or from hashed words.
+
+A hit is a listed word found in the text, unless that occurrence lies inside an
+occurrence of an allow-listed word (岁月经过 holds 月经 innocently). The data stage
+scans ~2M lines, so the word-list form uses an Aho-Corasick automaton (pyahocorasick, C);
+the hashed form, which the model bundle carries so it ships no offensive text, checks
+every substring up to the longest word's length against a set of 64-bit hashes: slower,
+but the service only checks a few candidates per request.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable
+from pathlib import Path
+
+import ahocorasick
+import numpy as np
+
+ALLOW_LIST = Path(__file__).with_name("sensitive_allow.txt")
+
+
+def word_hash(word: str) -> int:
+    """A stable 64-bit hash of a word (blake2b, 8-byte digest, little-endian)."""
+    return int.from_bytes(hashlib.blake2b(word.encode("utf-8"), digest_size=8).digest(), "little")
+
+
+def hash_words(words: Iterable[str]) -> np.ndarray:
+    """Sorted, unique uint64 hashes of ``words``: the list without its text."""
+    return np.unique(np.array([word_hash(w) for w in words if w], dtype=np.uint64))
+
+
+def read_words(path: str | Path) -> list[str]:
+    """One word per line; blank lines and ``#`` comments are skipped."""
+    words = []
+    for line in Path(path).read_text(encoding="utf-8").splitlines():
+        line = line.split("#", 1)[0].strip()
+        if line:
+            words.append(line)
+    return words
+
+
+class SensitiveFilter:
+    """Find listed words in a text, ignoring those inside an allow-listed word."""
+
+    def __init__(self, words: Iterable[str], allow: Iterable[str] = ()) -> None:
+        self._words = sorted({w for w in words if w})
+        self._hashes: set[int] | None = None
+        self._max_len = max((len(w) for w in self._words), default=0)
+        self._automaton = ahocorasick.Automaton()
+        for w in self._words:
+            self._automaton.add_word(w, w)
+        if self._words:
+            self._automaton.make_automaton()
+        self._init_allow(allow)
+
+    @classmethod
+    def from_hashes(cls, hashes: np.ndarray, allow: Iterable[str] = (), max_len: int = 8) -> SensitiveFilter:
+        """A filter from :func:`hash_words` output; words longer than ``max_len`` are not found."""
+        self = cls.__new__(cls)
+        self._words = []
+        self._hashes = {int(h) for h in np.asarray(hashes, dtype=np.uint64)}
+        self._max_len = max_len
+        self._init_allow(allow)
+        return self
+
+    def _init_allow(self, allow: Iterable[str]) -> None:
+        self._allow = sorted({a for a in allow if a})
+        # Which allow-words can excuse a given hit word: computed once per distinct hit.
+        self._allow_for: dict[str, list[str]] = {}
+
+    def __len__(self) -> int:
+        return len(self._hashes) if self._hashes is not None else len(self._words)
+
+    def _raw_hits(self, text: str) -> list[tuple[int, str]]:
+        """(start, word) of every listed word occurring in ``text``."""
+        if self._hashes is not None:
+            return [
+                (i, text[i : i + n])
+                for i in range(len(text))
+                for n in range(1, min(self._max_len, len(text) - i) + 1)
+                if word_hash(text[i : i + n]) in self._hashes
+            ]
+        if not self._words:
+            return []
+        return [(end - len(w) + 1, w) for end, w in self._automaton.iter(text)]
+
+    def _excused(self, text: str, start: int, word: str) -> bool:
+        allowed = self._allow_for.get(word)
+        if allowed is None:
+            allowed = self._allow_for[word] = [a for a in self._allow if word in a]
+        for a in allowed:
+            # Every placement of the allow-word that would cover this occurrence.
+            offset = a.find(word)
+            while offset >= 0:
+                begin = start - offset
+                if begin >= 0 and text.startswith(a, begin):
+                    return True
+                offset = a.find(word, offset + 1)
+        return False
+
+    def hits(self, text: str) -> list[str]:
+        """The listed words in ``text`` that no allow-listed word excuses, in order."""
+        return [w for start, w in sorted(self._raw_hits(text)) if not self._excused(text, start, w)]
+
+    def is_clean(self, text: str) -> bool:
+        return not self.hits(text)

@@ -1,0 +1,80 @@
+"""Readers for every source the data stage accepts; each yields raw (upper, lower) pairs.
+
+Kinds: ``wb14123`` (the public release folder: train|test/in.txt and out.txt, characters
+separated by spaces), ``tsv`` (upper<TAB>lower, plain or .gz), ``jsonl`` (the crawler's
+output: objects with at least "upper" and "lower"), ``feedback`` (the service's export,
+TSV). A path may be a glob (work/crawl/*.jsonl); a source whose files are absent is
+skipped and the report says so. Malformed lines are yielded as None so they are counted.
+"""
+
+from __future__ import annotations
+
+import glob
+import gzip
+import json
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+Pair = tuple[str, str]
+KINDS = ("wb14123", "tsv", "jsonl", "feedback")
+
+
+@dataclass(frozen=True)
+class Source:
+    """One named input. ``role`` is ``train`` (filtered, deduped, split) or ``test``."""
+
+    name: str
+    kind: str
+    path: str
+    role: str = "train"
+    split: str = "train"  # for the wb14123 folder layout: which half to read
+
+    def files(self, base: Path) -> list[Path]:
+        pattern = self.path if os.path.isabs(self.path) else str(base / self.path)
+        return sorted(Path(p) for p in glob.glob(pattern))
+
+
+def _open_text(path: Path) -> Iterator[str]:
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rt", encoding="utf-8", newline="\n") as fh:  # type: ignore[operator]
+        yield from fh
+
+
+def read_tsv(path: Path) -> Iterator[Pair | None]:
+    for line in _open_text(path):
+        parts = line.rstrip("\r\n").split("\t")
+        yield (parts[0], parts[1]) if len(parts) == 2 else None
+
+
+def read_jsonl(path: Path) -> Iterator[Pair | None]:
+    for line in _open_text(path):
+        try:
+            obj = json.loads(line)
+            yield (str(obj["upper"]), str(obj["lower"]))
+        except (ValueError, KeyError, TypeError):
+            yield None
+
+
+def read_wb14123(folder: Path, split: str) -> Iterator[Pair | None]:
+    """The release layout: in.txt and out.txt line by line, characters space-separated."""
+    ins, outs = _open_text(folder / split / "in.txt"), _open_text(folder / split / "out.txt")
+    for upper, lower in zip(ins, outs, strict=False):
+        yield upper.replace(" ", "").strip(), lower.replace(" ", "").strip()
+
+
+def read_source(source: Source, path: Path) -> Iterator[Pair | None]:
+    if source.kind == "wb14123":
+        return read_wb14123(path, source.split)
+    if source.kind == "jsonl":
+        return read_jsonl(path)
+    if source.kind in ("tsv", "feedback"):
+        return read_tsv(path)
+    raise ValueError(f"unknown source kind {source.kind!r} (known: {', '.join(KINDS)})")
+
+
+def source_present(source: Source, path: Path) -> bool:
+    if source.kind == "wb14123":
+        return (path / source.split / "in.txt").is_file() and (path / source.split / "out.txt").is_file()
+    return path.is_file()
