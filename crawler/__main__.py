@@ -1,5 +1,149 @@
-"""Entry point of `make crawler`: not built yet."""
+"""`make crawl`: crawl couplet pairs into work/crawl/<spider>.jsonl.
 
+Examples::
+
+    python -m crawler                       # both spiders, the real sites, politely
+    python -m crawler --mirror              # offline demo: serve the local mirror, crawl it, check
+    python -m crawler sina --resume         # continue a crawl that was stopped or killed
+    python -m crawler sina --redis-url redis://127.0.0.1:6379/0   # one of several processes
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
 import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
 
-sys.exit("make: this verb is not built yet (see the open issues)")
+from data.paths import work_dir
+
+SPIDERS = ("sina", "prose")
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m crawler", description=__doc__.split("\n")[0])
+    p.add_argument("spiders", nargs="*", help=f"spiders to run: {', '.join(SPIDERS)} (default: all)")
+    p.add_argument(
+        "--out", type=Path, default=work_dir() / "crawl", help="output folder (default %(default)s)"
+    )
+    p.add_argument("--resume", action="store_true", help="continue the crawl in --out (else start afresh)")
+    p.add_argument("--redis-url", help="distributed mode: share the queue and dupe filter in this Redis")
+    p.add_argument("--flush-redis", action="store_true", help="clear this crawl's Redis keys first")
+    p.add_argument("--mirror", action="store_true", help="serve the local mirror and crawl it (offline demo)")
+    p.add_argument("--mirror-pairs", type=int, default=300, help="corpus pairs in the mirror, if present")
+    p.add_argument("--fast", action="store_true", help="no politeness delays (for loopback only)")
+    p.add_argument("--cache", action="store_true", help="HTTP cache for development")
+    p.add_argument("--start-url", action="append", default=[], help="start URL(s) instead of the default")
+    p.add_argument("-a", dest="spider_args", action="append", default=[], metavar="NAME=VALUE")
+    p.add_argument("-s", dest="settings", action="append", default=[], metavar="NAME=VALUE")
+    return p.parse_args(argv)
+
+
+def pairs_in(path: Path) -> list[tuple[str, str]]:
+    if not path.exists():
+        return []
+    with path.open(encoding="utf-8") as f:
+        return [(o["upper"], o["lower"]) for o in map(json.loads, f)]
+
+
+def settings_for(args: argparse.Namespace) -> Any:
+    from scrapy.utils.project import get_project_settings
+
+    from crawler import settings as defaults
+
+    settings = get_project_settings()
+    out = args.out.resolve()
+    feed = {"format": "jsonlines", "encoding": "utf-8", "overwrite": False}
+    settings.set("FEEDS", {str(out / "%(name)s.jsonl"): feed})
+    settings.set("STATS_FILE", str(out / "%(name)s.stats.json"))
+    if args.fast or args.mirror:
+        settings.update(defaults.FAST_SETTINGS)
+    if args.cache:
+        settings.set("HTTPCACHE_ENABLED", True)
+    if args.redis_url:
+        settings.set("REDIS_URL", args.redis_url)
+    for pair in args.settings:
+        key, _, value = pair.partition("=")
+        settings.set(key, value, priority="cmdline")
+    return settings
+
+
+def prepare(args: argparse.Namespace, names: list[str], settings: Any) -> None:
+    """Start afresh unless resuming: remove the outputs, journals and Redis keys."""
+    out = args.out.resolve()
+    if not args.resume:
+        for name in names:
+            for path in (out / f"{name}.jsonl", out / f"{name}.stats.json"):
+                path.unlink(missing_ok=True)
+            shutil.rmtree(out / "jobs" / name, ignore_errors=True)
+    if args.redis_url and args.flush_redis:
+        import redis
+
+        server = redis.Redis.from_url(args.redis_url)
+        for name in names:
+            server.delete(
+                f"{name}:requests", f"{name}:dupefilter", settings.get("DEDUP_REDIS_KEY") % {"spider": name}
+            )
+
+
+def crawl(args: argparse.Namespace, names: list[str], spider_args: dict[str, dict[str, Any]]) -> None:
+    from scrapy.crawler import Crawler, CrawlerProcess
+    from scrapy.spiderloader import SpiderLoader
+
+    settings = settings_for(args)
+    prepare(args, names, settings)
+    loader = SpiderLoader.from_settings(settings)
+    process = CrawlerProcess(settings)
+    for i, name in enumerate(names):
+        own = settings.copy()
+        if not args.redis_url and not own.get("JOBDIR"):
+            own.set("JOBDIR", str(args.out.resolve() / "jobs" / name))
+        process.crawl(Crawler(loader.load(name), own, init_reactor=i == 0), **spider_args.get(name, {}))
+    process.start()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    names = list(args.spiders) or list(SPIDERS)
+    if set(names) - set(SPIDERS):
+        sys.exit(f"unknown spider(s): {', '.join(sorted(set(names) - set(SPIDERS)))}")
+    spider_args: dict[str, dict[str, Any]] = {name: {} for name in names}
+    for pair in args.spider_args:
+        key, _, value = pair.partition("=")
+        for name in names:
+            spider_args[name][key] = value
+    if args.start_url:
+        for name in names:
+            spider_args[name]["start_urls"] = args.start_url
+    if not args.mirror:
+        crawl(args, names, spider_args)
+        return 0
+
+    from crawler.mirror import HAND_PAIRS, MirrorServer, build_site, corpus_pairs
+
+    pairs = corpus_pairs(args.mirror_pairs) or HAND_PAIRS
+    site = build_site(pairs)
+    with MirrorServer(site) as mirror:
+        for name in names:
+            spider_args[name].setdefault("start_urls", mirror.url(site.start[name]))
+        spider_args.get("prose", {}).update(follow="/wenzhang/", depth=5)
+        print(f"mirror on {mirror.url()}: {site.summary()}", flush=True)
+        crawl(args, names, spider_args)
+    ok = True
+    for name in names:
+        got = pairs_in(args.out / f"{name}.jsonl")
+        missing, extra = site.expected[name] - set(got), set(got) - site.expected[name]
+        doubled = len(got) - len(set(got))
+        ok &= not (missing or extra or doubled)
+        print(
+            f"{name}: {len(got)} pairs written, {len(site.expected[name])} on the mirror; "
+            f"missing {len(missing)}, not on the mirror {len(extra)}, doubled {doubled}"
+        )
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,71 @@
+"""Distributed mode: keep a scrapy-redis crawler alive while the shared queue has work.
+
+With the scrapy-redis scheduler every process pops requests from one Redis queue and
+checks one Redis dupe filter. A process with nothing in flight would close as soon as the
+queue is momentarily empty (another process may be about to push the links it is parsing),
+and Scrapy looks at an idle spider only every five seconds. This extension polls the queue
+while the spider is idle, wakes the engine when work appears, and lets the spider close
+only after the queue has stayed empty for ``DISTRIBUTED_IDLE_CLOSE`` seconds.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from scrapy import Spider, signals
+from scrapy.crawler import Crawler
+from scrapy.exceptions import DontCloseSpider, NotConfigured
+from scrapy.utils.misc import load_object
+from twisted.internet.task import LoopingCall
+
+
+class SharedQueueIdle:
+    def __init__(self, crawler: Crawler, url: str) -> None:
+        import redis
+
+        self.crawler = crawler
+        self.server = redis.Redis.from_url(url)
+        self.idle_close = crawler.settings.getfloat("DISTRIBUTED_IDLE_CLOSE", 5.0)
+        self.poll = crawler.settings.getfloat("DISTRIBUTED_POLL", 0.2)
+        self.queue: Any = None
+        self.last_work = time.monotonic()
+        self.loop = LoopingCall(self.check)
+        crawler.signals.connect(self.spider_opened, signal=signals.spider_opened)
+        crawler.signals.connect(self.spider_idle, signal=signals.spider_idle)
+        crawler.signals.connect(self.spider_closed, signal=signals.spider_closed)
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> SharedQueueIdle:
+        url = crawler.settings.get("REDIS_URL")
+        if not url:
+            raise NotConfigured("not distributed")
+        return cls(crawler, url)
+
+    def spider_opened(self, spider: Spider) -> None:
+        settings = self.crawler.settings
+        queue_cls = load_object(settings.get("SCHEDULER_QUEUE_CLASS", "scrapy_redis.queue.PriorityQueue"))
+        key = settings.get("SCHEDULER_QUEUE_KEY", "%(spider)s:requests") % {"spider": spider.name}
+        self.queue = queue_cls(server=self.server, spider=spider, key=key)
+        self.loop.start(self.poll, now=False)
+
+    def spider_closed(self, spider: Spider) -> None:
+        if self.loop.running:
+            self.loop.stop()
+
+    def check(self) -> None:
+        engine = self.crawler.engine
+        if engine is None or engine.spider is None:
+            return
+        if not engine.spider_is_idle():
+            self.last_work = time.monotonic()
+            return
+        request = self.queue.pop() if len(self.queue) else None
+        if request is not None:
+            # Put it back through the engine: that is what wakes an idle engine up.
+            self.last_work = time.monotonic()
+            engine.crawl(request.replace(dont_filter=True))
+
+    def spider_idle(self, spider: Spider) -> None:
+        if len(self.queue) or time.monotonic() - self.last_work < self.idle_close:
+            raise DontCloseSpider

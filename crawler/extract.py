@@ -1,0 +1,250 @@
+"""Pure extraction: HTML (or text) in, candidate couplet pairs out. No Scrapy, no I/O.
+
+Two kinds of source:
+
+* the Sina blog of 冯重朴 (梨味斋散叶): list pages link to articles; an article's body
+  holds pairs written ``上联〓下联◎``, several to a line, sometimes separated by
+  zero-width spaces or ``|``;
+* articles that quote pairs in prose: ``联曰：雄鸡，鲤鱼，猪婆肉；香菇，木耳，曲子耙。``,
+  ``上联：… 下联：…``, or two lines one after the other. Only equal-length lines with
+  mirrored punctuation are taken; ordinary parallel sentences, lists and dates are not.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Iterator
+from copy import deepcopy
+from dataclasses import dataclass
+from urllib.parse import urljoin
+
+from lxml import etree
+from parsel import Selector, SelectorList
+
+from data.text import is_han, is_punct
+from model.rules import no_reuse, punctuation_mirrored, repeats_mirrored
+
+# Invisible characters that the blog scatters inside its text.
+ZERO_WIDTH = dict.fromkeys(map(ord, "\u200b\u200c\u200d\u2060\ufeff"))
+SINA_PAIR = re.compile(r"([^〓◎|｜\s]+)〓([^〓◎|｜\s]+)◎")
+SINA_LIST = re.compile(r"articlelist_\d+_\d+_\d+\.html$")
+
+# Marks that end a quoted line in prose; they are sentence punctuation, not part of the line.
+_EDGE = "，,。.；;：:！!？?、 \u3000"
+_QUOTES = "“”\"「」『』‘’'"
+_LIANYUE = re.compile(r"(?:联|对|对联|楹联|联语)[曰云]\s*[：:]?\s*([^。！？!?\n]+)")
+_SHANGXIA = re.compile(
+    r"(?:上联|出句)\s*(?:[是为曰云]\s*[：:]?|[：:])\s*(?P<up>[^\n]+?)\s*[，,；;。]?\s*"
+    r"(?:下联|对句)\s*(?:[是为曰云]\s*[：:]?|[：:])\s*(?P<low>[^\n]+?)\s*(?=[。！？!?]|\n|$)",
+    re.S,
+)
+_PARTICLES = set("的了吗呢吧啊么哦呀嘛")
+# Words of everyday prose that couplets almost never use (about 1 test pair in 200 has one).
+_PROSE_WORDS = re.compile(
+    "我们|你们|他们|她们|这个|那个|什么|没有|因为|所以|但是|可以|已经|非常|觉得|知道|然后|时候|大家|今天|一个"
+)
+_NUMERALS = set("〇零一二三四五六七八九十百千0123456789")
+_DATE = re.compile(r"[〇零一二三四五六七八九十\d]{1,4}\s*[年月日号]")
+_LIST_ITEM = re.compile(r"^\s*(?:[（(]?[一二三四五六七八九十\d]+[）)、.．]|第[一二三四五六七八九十\d]+)")
+
+
+@dataclass(frozen=True)
+class Pair:
+    upper: str
+    lower: str
+    snippet: str  # the raw text the pair was read from
+    form: str  # sina | lianyue | shangxia | adjacent
+
+
+@dataclass(frozen=True)
+class Article:
+    title: str
+    text: str  # body text, one line per block or <br>
+
+
+# --- HTML -----------------------------------------------------------------------------
+
+_BLOCK_TAGS = frozenset(
+    [
+        "p",
+        "div",
+        "br",
+        "li",
+        "ul",
+        "ol",
+        "h1",
+        "h2",
+        "h3",
+        "h4",
+        "h5",
+        "h6",
+        "tr",
+        "table",
+        "blockquote",
+        "pre",
+        "section",
+        "article",
+        "dd",
+        "dt",
+    ]
+)
+_SPACE = re.compile(r"[ \t\r\f\v\u00a0\u3000]+")
+
+
+def block_text(sel: Selector | SelectorList[Selector]) -> str:
+    """Visible text of the selected elements, one line per block element or <br>."""
+    parts: list[str] = []
+    for node in sel if isinstance(sel, SelectorList) else [sel]:
+        if not isinstance(node.root, etree._Element):
+            continue
+        root = deepcopy(node.root)
+        root.tail = None
+        for el in root.iter():
+            if el.tag in ("script", "style"):
+                el.text = ""
+            elif isinstance(el.tag, str) and el.tag.lower() in _BLOCK_TAGS:
+                el.text = "\n" + (el.text or "")
+                el.tail = "\n" + (el.tail or "")
+        parts.append("".join(root.itertext()))
+    text = "\n".join(parts).translate(ZERO_WIDTH)
+    lines = (_SPACE.sub(" ", line).strip() for line in text.split("\n"))
+    return "\n".join(line for line in lines if line)
+
+
+def sina_list_links(html: str, base_url: str) -> tuple[list[str], list[str]]:
+    """(article links under ``.atc_title a``, links to other list pages) of a list page."""
+    sel = Selector(text=html)
+    articles = [urljoin(base_url, h) for h in sel.css(".atc_title a::attr(href)").getall()]
+    pages = [urljoin(base_url, h) for h in sel.css("a::attr(href)").getall() if SINA_LIST.search(h.strip())]
+    return _unique(articles), _unique(pages)
+
+
+def sina_article(html: str) -> Article:
+    """Title (``.articalTitle h2``) and body text (``.articalContent``) of a blog article."""
+    sel = Selector(text=html)
+    title = " ".join(sel.css(".articalTitle h2 ::text").getall()).strip()
+    return Article(title=title, text=block_text(sel.css(".articalContent")))
+
+
+def prose_article(html: str) -> Article:
+    """Title and body text of an ordinary article page (``<article>``, else ``<body>``)."""
+    sel = Selector(text=html)
+    title = (sel.css("h1 ::text").get() or sel.css("title::text").get() or "").strip()
+    body = sel.css("article") or sel.css("body") or sel
+    return Article(title=title, text=block_text(body))
+
+
+def page_links(html: str, base_url: str) -> list[str]:
+    return _unique(urljoin(base_url, h.strip()) for h in Selector(text=html).css("a::attr(href)").getall())
+
+
+# --- pairs ----------------------------------------------------------------------------
+
+
+def sina_pairs(text: str) -> list[Pair]:
+    """Every ``上联〓下联◎`` in the text, exactly as written (validation comes later)."""
+    text = text.translate(ZERO_WIDTH)
+    return [Pair(m[1], m[2], m[0], "sina") for m in SINA_PAIR.finditer(text)]
+
+
+def prose_pairs(text: str) -> list[Pair]:
+    """Pairs quoted in prose, in the order found; each line of text is used at most once."""
+    text = text.translate(ZERO_WIDTH)
+    found: list[Pair] = []
+    used: list[tuple[int, int]] = []
+    for m in _SHANGXIA.finditer(text):
+        pair = _as_pair(m["up"], m["low"], m[0], "shangxia")
+        if pair:
+            found.append(pair)
+            used.append(m.span())
+    for m in _LIANYUE.finditer(text):
+        if any(a <= m.start() < b for a, b in used):
+            continue
+        pair = _split_lianyue(m[1], m[0])
+        if pair:
+            found.append(pair)
+            used.append(m.span())
+    found.extend(_adjacent_pairs(text, used))
+    return found
+
+
+def _clean_line(line: str) -> str:
+    return line.strip().strip(_QUOTES).strip(_EDGE).strip(_QUOTES).strip()
+
+
+def is_couplet_line(line: str) -> bool:
+    """Han characters with, at most, punctuation between clauses."""
+    return bool(line) and all(is_han(c) or is_punct(c) for c in line) and is_han(line[0]) and is_han(line[-1])
+
+
+def _as_pair(upper: str, lower: str, snippet: str, form: str) -> Pair | None:
+    upper, lower = _clean_line(upper), _clean_line(lower)
+    if not (is_couplet_line(upper) and is_couplet_line(lower)):
+        return None
+    if len(upper) != len(lower) or not punctuation_mirrored(upper, lower):
+        return None
+    return Pair(upper, lower, snippet.strip(), form)
+
+
+def _split_lianyue(body: str, snippet: str) -> Pair | None:
+    """``联曰：A；B`` (or ``A，B`` when the halves mirror each other exactly)."""
+    body = _clean_line(body)
+    if body.count("；") == 1:
+        upper, lower = body.split("；")
+        return _as_pair(upper, lower, snippet, "lianyue")
+    if "；" in body:
+        return None
+    for i, ch in enumerate(body):
+        if ch == "，" and 2 * i + 1 == len(body):
+            return _as_pair(body[:i], body[i + 1 :], snippet, "lianyue")
+    return None
+
+
+def _standalone_lines(text: str, used: list[tuple[int, int]]) -> Iterator[tuple[str, str] | None]:
+    """(cleaned, raw) for each text line outside the spans already used; None breaks a run."""
+    pos = 0
+    for raw in text.split("\n"):
+        start, pos = pos, pos + len(raw) + 1
+        if any(a < start + len(raw) and start < b for a, b in used):
+            yield None
+            continue
+        yield _clean_line(raw), raw
+
+
+def _adjacent_pairs(text: str, used: list[tuple[int, int]]) -> Iterator[Pair]:
+    """Two lines one after the other that read as a couplet and nothing else."""
+    prev: tuple[str, str] | None = None
+    for cur in _standalone_lines(text, used):
+        if cur is not None and prev is not None and looks_like_couplet(prev[0], cur[0]):
+            yield Pair(prev[0], cur[0], f"{prev[1]}\n{cur[1]}", "adjacent")
+            prev = None  # a line belongs to one pair at most
+            continue
+        prev = cur
+
+
+def looks_like_couplet(upper: str, lower: str) -> bool:
+    """Strict test for two bare lines: the weakest evidence, so every rule must hold."""
+    if not (is_couplet_line(upper) and is_couplet_line(lower)) or len(upper) != len(lower):
+        return False
+    han = sum(map(is_han, upper))
+    if han < 4 or len(upper) > 40:
+        return False
+    if not (punctuation_mirrored(upper, lower) and repeats_mirrored(upper, lower) and no_reuse(upper, lower)):
+        return False
+    return not any(_prose_like(line) for line in (upper, lower))
+
+
+def _prose_like(line: str) -> bool:
+    """Lists, dates, numbers and chatty particles: what a couplet line is not."""
+    if _DATE.search(line) or _LIST_ITEM.match(line):
+        return True
+    if sum(c in _NUMERALS for c in line) * 2 > len(line):
+        return True
+    if any(c in _PARTICLES for c in line) or _PROSE_WORDS.search(line):
+        return True
+    clauses = [c for c in re.split(r"[，、；：]", line) if c]
+    return len(clauses) > 1 and max(map(len, clauses)) <= 2  # 梅、兰、竹、菊: a list
+
+
+def _unique(items: Iterable[str]) -> list[str]:
+    return list(dict.fromkeys(items))

@@ -1,0 +1,196 @@
+"""Crash-safe crawl state in JOBDIR: a crawl killed with SIGKILL resumes with nothing lost.
+
+Scrapy's own JOBDIR state (disk queues, ``requests.seen``) is only consistent after a
+clean shutdown: a killed crawl has seen-marks for requests whose queue entries were never
+saved, and those pages are never fetched. Here every request is written to a SQLite
+journal when it is scheduled, and marked done only once its page has been fully handled:
+the requests it links to are journalled and every item it yielded has left the item
+pipelines (written by the feed, or dropped). On restart, the pending requests are
+scheduled again. A page may so be handled twice, never lost; the dedup pipeline, whose
+state is rebuilt from the feed file, keeps the output exactly-once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import heapq
+import logging
+import pickle
+import sqlite3
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+from scrapy import Request, Spider, signals
+from scrapy.core.scheduler import BaseScheduler, Scheduler
+from scrapy.crawler import Crawler
+from scrapy.exceptions import NotConfigured
+from scrapy.http import Response
+from scrapy.utils.misc import build_from_crawler, load_object
+from scrapy.utils.request import request_from_dict
+
+logger = logging.getLogger(__name__)
+
+page_done = object()  # signal: (request) every output of this request's page is safe
+FP_META = "journal_fp"
+
+
+class AutoScheduler(BaseScheduler):
+    """Picks the scheduler from the settings: scrapy-redis with REDIS_URL (distributed),
+    the journal with JOBDIR (resumable), Scrapy's in-memory one otherwise."""
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> BaseScheduler:  # type: ignore[override]
+        settings = crawler.settings
+        if settings.get("REDIS_URL"):
+            return build_from_crawler(load_object("scrapy_redis.scheduler.Scheduler"), crawler)
+        if settings.get("JOBDIR"):
+            return JournalScheduler.from_crawler(crawler)
+        return build_from_crawler(Scheduler, crawler)
+
+    def has_pending_requests(self) -> bool:  # pragma: no cover - never instantiated
+        raise NotImplementedError
+
+    def enqueue_request(self, request: Request) -> bool:  # pragma: no cover
+        raise NotImplementedError
+
+    def next_request(self) -> Request | None:  # pragma: no cover
+        raise NotImplementedError
+
+
+class JournalScheduler(BaseScheduler):
+    """A priority queue in memory, mirrored in ``JOBDIR/journal.sqlite3``."""
+
+    def __init__(self, crawler: Crawler, path: Path) -> None:
+        self.crawler = crawler
+        self.stats = crawler.stats
+        self.path = path
+        self.fingerprint = crawler.request_fingerprinter.fingerprint  # type: ignore[union-attr]
+        self.heap: list[tuple[int, int, str, Request]] = []
+        self.known: set[str] = set()
+        self.seq = 0
+        self.db: sqlite3.Connection | None = None
+        self.spider: Spider | None = None
+        crawler.signals.connect(self.page_done, signal=page_done)
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> JournalScheduler:
+        return cls(crawler, Path(crawler.settings["JOBDIR"]) / "journal.sqlite3")
+
+    def open(self, spider: Spider) -> None:
+        self.spider = spider
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        # Autocommit; no fsync: a killed process loses nothing the OS already has.
+        self.db = sqlite3.connect(self.path, isolation_level=None)
+        self.db.execute("PRAGMA journal_mode=WAL")
+        self.db.execute("PRAGMA synchronous=OFF")
+        self.db.execute(
+            "CREATE TABLE IF NOT EXISTS requests (fp TEXT PRIMARY KEY, done INTEGER NOT NULL,"
+            " priority INTEGER NOT NULL, seq INTEGER NOT NULL, data BLOB NOT NULL)"
+        )
+        resumed = 0
+        for fp, done, priority, seq, data in self.db.execute("SELECT * FROM requests ORDER BY seq"):
+            self.known.add(fp)
+            self.seq = max(self.seq, seq + 1)
+            if not done:
+                request = request_from_dict(pickle.loads(data), spider=spider)
+                heapq.heappush(self.heap, (-priority, seq, fp, request))
+                resumed += 1
+        if self.known:
+            logger.info("journal: resuming, %d of %d requests still to do", resumed, len(self.known))
+            self.stats.set_value("journal/resumed", resumed)
+
+    def close(self, reason: str) -> None:
+        if self.db is not None:
+            self.db.close()
+            self.db = None
+
+    def has_pending_requests(self) -> bool:
+        return bool(self.heap)
+
+    def __len__(self) -> int:
+        return len(self.heap)
+
+    def enqueue_request(self, request: Request) -> bool:
+        assert self.db is not None
+        origin = request.meta.get(FP_META)
+        fp = self.fingerprint(request).hex()
+        if origin and origin != fp:
+            self._mark_done(origin)  # a redirect: the original request is answered
+        if fp in self.known and not request.dont_filter:
+            self.stats.inc_value("dupefilter/filtered")
+            return False
+        request.meta[FP_META] = fp
+        data = pickle.dumps(request.to_dict(spider=self.spider), protocol=pickle.HIGHEST_PROTOCOL)
+        self.db.execute(
+            "INSERT OR REPLACE INTO requests VALUES (?, 0, ?, ?, ?)", (fp, request.priority, self.seq, data)
+        )
+        heapq.heappush(self.heap, (-request.priority, self.seq, fp, request))
+        self.seq += 1
+        self.known.add(fp)
+        self.stats.inc_value("scheduler/enqueued/journal")
+        return True
+
+    def next_request(self) -> Request | None:
+        if not self.heap:
+            return None
+        self.stats.inc_value("scheduler/dequeued/journal")
+        return heapq.heappop(self.heap)[3]
+
+    def page_done(self, request: Request) -> None:
+        fp = request.meta.get(FP_META)
+        if fp:
+            self._mark_done(fp)
+
+    def _mark_done(self, fp: str) -> None:
+        if self.db is not None:
+            self.db.execute("UPDATE requests SET done = 1 WHERE fp = ?", (fp,))
+            self.stats.inc_value("journal/done")
+
+
+class JournalMiddleware:
+    """Spider middleware (last before the engine): tells the journal when a page is safe.
+
+    Links are scheduled (and so journalled) before any item is released, and the page is
+    marked done only after the item pipelines and the feed have handled all its items.
+    """
+
+    def __init__(self, crawler: Crawler) -> None:
+        self.crawler = crawler
+        self.waiting: dict[int, list[Any]] = {}  # id(response) -> [items left, future]
+        for signal in (signals.item_scraped, signals.item_dropped, signals.item_error):
+            crawler.signals.connect(self.item_finished, signal=signal)
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> JournalMiddleware:
+        if not crawler.settings.get("JOBDIR") or crawler.settings.get("REDIS_URL"):
+            raise NotConfigured("no journal without JOBDIR")
+        return cls(crawler)
+
+    async def process_spider_output(
+        self, response: Response, result: AsyncIterator[Any]
+    ) -> AsyncIterator[Any]:
+        items = []
+        async for obj in result:
+            if isinstance(obj, Request):
+                self.crawler.engine.crawl(obj)  # type: ignore[union-attr]
+            else:
+                items.append(obj)
+        finished: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        if items:
+            self.waiting[id(response)] = [len(items), finished]
+        else:
+            finished.set_result(None)
+        for item in items:
+            yield item
+        await finished
+        self.crawler.signals.send_catch_log(page_done, request=response.request)
+
+    def item_finished(self, item: Any, response: Response | None, **kwargs: Any) -> None:
+        entry = self.waiting.get(id(response))
+        if entry is None:
+            return
+        entry[0] -= 1
+        if entry[0] == 0:
+            del self.waiting[id(response)]
+            entry[1].set_result(None)
