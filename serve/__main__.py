@@ -1,5 +1,48 @@
-"""Entry point of `make serve`: not built yet."""
+"""`make serve` / `python -m serve`: the couplet site on http://127.0.0.1:8000."""
 
+from __future__ import annotations
+
+import argparse
+import logging
 import sys
+from pathlib import Path
 
-sys.exit("make: this verb is not built yet (see the open issues)")
+from model.bundle import MODEL_FILE
+from serve.settings import Settings
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m serve", description=__doc__)
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=8000)
+    parser.add_argument("--model", type=Path, help="model bundle folder (default models/default)")
+    parser.add_argument(
+        "--database-url", help="SQLAlchemy URL of the feedback store (default work/feedback.db)"
+    )
+    parser.add_argument("--log-level", default="info")
+    args = parser.parse_args(argv)
+    overrides = {"model_dir": args.model, "database_url": args.database_url}
+    settings = Settings(**{k: v for k, v in overrides.items() if v is not None})
+    if not (settings.model_dir / MODEL_FILE).is_file():
+        print(
+            f"no model bundle at {settings.model_dir} (missing {MODEL_FILE}).\n"
+            "Get one by training: `make data && make train` (or `make train PRESET=tiny` for a quick one),\n"
+            "which exports models/default/; or point to a bundle with `python -m serve --model DIR`\n"
+            "(make serve SERVE_ARGS='--model DIR') or DUILIAN_SERVE_MODEL_DIR.",
+            file=sys.stderr,
+        )
+        return 2
+
+    import uvicorn  # after the check, so a missing model is reported fast
+
+    from serve.main import create_app
+
+    logging.basicConfig(
+        level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    uvicorn.run(create_app(settings), host=args.host, port=args.port, log_level=args.log_level)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

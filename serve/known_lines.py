@@ -1,0 +1,66 @@
+"""The known lower lines of the training pairs, looked up by upper line.
+
+Built once from an ``upper<TAB>lower`` file (plain or gzip) that stays in memory as bytes;
+the index is a sorted array of upper-line hashes beside the offsets of their lines
+(about 16 bytes a pair), so 740,000 pairs cost tens of megabytes, not a dict of strings.
+"""
+
+from __future__ import annotations
+
+import gzip
+import logging
+from pathlib import Path
+
+import numpy as np
+
+log = logging.getLogger(__name__)
+
+
+def _key(upper: bytes) -> int:
+    # Python's hash of bytes is stable within one process, the index's lifetime.
+    return hash(upper) & 0xFFFF_FFFF_FFFF_FFFF
+
+
+class KnownLines:
+    def __init__(self, text: bytes) -> None:
+        self._text = text
+        keys: list[int] = []
+        offsets: list[int] = []
+        start = 0
+        for line in text.split(b"\n"):
+            tab = line.find(b"\t")
+            if tab > 0:
+                keys.append(_key(line[:tab]))
+                offsets.append(start)
+            start += len(line) + 1
+        order = np.argsort(np.array(keys, dtype=np.uint64), kind="stable")
+        self._keys = np.array(keys, dtype=np.uint64)[order]
+        self._offsets = np.array(offsets, dtype=np.int64)[order]
+
+    @classmethod
+    def from_file(cls, path: Path) -> KnownLines:
+        raw = path.read_bytes()
+        if path.suffix == ".gz":
+            raw = gzip.decompress(raw)
+        index = cls(raw)
+        log.info("known lower lines: %d pairs from %s", len(index), path)
+        return index
+
+    def __len__(self) -> int:
+        return len(self._keys)
+
+    def lowers(self, upper: str, limit: int = 5) -> list[str]:
+        """Distinct lower lines paired with ``upper`` in the file, in file order, at most ``limit``."""
+        want = upper.encode()
+        key = np.uint64(_key(want))
+        lo, hi = np.searchsorted(self._keys, key, "left"), np.searchsorted(self._keys, key, "right")
+        found: list[str] = []
+        for off in sorted(int(o) for o in self._offsets[lo:hi]):
+            end = self._text.find(b"\n", off)
+            up, _, low = self._text[off : end if end >= 0 else None].partition(b"\t")
+            text = low.decode("utf-8", "replace").strip()
+            if up == want and text and text not in found:
+                found.append(text)
+                if len(found) >= limit:
+                    break
+        return found

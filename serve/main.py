@@ -1,0 +1,87 @@
+"""Assembles the app: settings, lifespan (model, database, known lines), routers, page, errors."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import torch
+from fastapi import FastAPI, Request, status
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from fastapi.staticfiles import StaticFiles
+from starlette.concurrency import run_in_threadpool
+
+from serve.couplets import CoupletService, LoadedModel, extra_filter
+from serve.db import FeedbackStore, make_engine
+from serve.ratelimit import RateLimiter
+from serve.routers import admin, feedback, generate, info, site
+from serve.settings import Settings
+
+log = logging.getLogger("serve")
+
+
+def create_app(settings: Settings | None = None) -> FastAPI:
+    settings = settings or Settings()
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        torch.set_num_threads(settings.torch_threads)
+        extra = extra_filter(settings)
+        model = await run_in_threadpool(LoadedModel.load, settings.model_dir, extra)
+        app.state.service = CoupletService(
+            model,
+            oversample=settings.oversample,
+            cache_size=settings.cache_size,
+            concurrency=settings.decode_concurrency,
+            extra_filter=extra,
+        )
+        engine = make_engine(settings.database_url)
+        app.state.feedback = FeedbackStore(engine)
+        app.state.limiter = RateLimiter(settings.rate_limit_per_minute, settings.rate_limit_burst)
+        if settings.known_pairs is not None:  # tens of seconds for the full corpus: not on the way up
+            threading.Thread(
+                target=app.state.service.load_known, args=(settings.known_pairs,), daemon=True
+            ).start()
+        log.info("serving model %s from %s", model.version, settings.model_dir)
+        yield
+        engine.dispose()
+
+    app = FastAPI(
+        title="对联 duilian",
+        summary="Lower lines (下联) for an upper line (上联) under the couplet rules",
+        version="1",
+        lifespan=lifespan,
+        max_body_size=settings.max_body_bytes,
+    )
+    app.state.settings = settings
+    for router in (generate.router, feedback.router, info.router, admin.router):
+        app.include_router(router, prefix="/api/v1")
+    app.include_router(site.router)
+    app.mount("/static", StaticFiles(directory=settings.web_dir), name="static")
+    app.add_exception_handler(RequestValidationError, _invalid_request)
+    app.add_exception_handler(Exception, _internal_error)
+    return app
+
+
+async def _invalid_request(_request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, RequestValidationError)
+    problems = "; ".join(
+        f"{'.'.join(str(p) for p in e.get('loc', ()) if p != 'body')}: {e.get('msg', '')}"
+        for e in exc.errors()
+    )
+    return JSONResponse(
+        status_code=status.HTTP_422_UNPROCESSABLE_CONTENT,
+        content={"detail": f"请求格式不对 / Invalid request: {problems}"},
+    )
+
+
+async def _internal_error(request: Request, exc: Exception) -> JSONResponse:
+    # Logged here with its traceback; the client gets a plain message, never the trace.
+    log.error("unhandled error on %s %s", request.method, request.url.path, exc_info=exc)
+    return JSONResponse(
+        status_code=status.HTTP_500_INTERNAL_SERVER_ERROR,
+        content={"detail": "服务器出错了，请稍后再试 / Internal server error; please try again."},
+    )

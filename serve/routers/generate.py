@@ -1,0 +1,41 @@
+"""POST /api/v1/generate: lower lines for an upper line."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, HTTPException, status
+
+from model.decode import ConstraintError
+from serve.couplets import Query
+from serve.deps import RateLimited, ServiceDep, SettingsDep
+from serve.schemas import GenerateRequest, GenerateResponse
+from serve.validation import clean_chars, clean_line, clean_locks, refuse
+
+router = APIRouter(tags=["couplets"], dependencies=[RateLimited])
+
+
+@router.post("/generate", response_model=GenerateResponse)
+def generate(body: GenerateRequest, settings: SettingsDep, service: ServiceDep) -> GenerateResponse:
+    """Candidates for ``upper``, each with its tones and rule report, and the training-set flag."""
+    if body.n > settings.max_candidates:
+        raise refuse(
+            f"最多可以要 {settings.max_candidates} 个下联", f"At most {settings.max_candidates} candidates."
+        )
+    upper = clean_line(body.upper, settings.max_chars)
+    query = Query(
+        upper=upper,
+        n=body.n,
+        tone_mode=body.tone_mode,
+        locks=clean_locks(body.locks, upper),
+        required_first=clean_chars(body.required_first, ("藏头字", "The required first character")),
+        required_chars=clean_chars(body.required_chars, ("嵌字", "The required characters")),
+    )
+    if query.required_first is not None and len(query.required_first) != 1:
+        raise refuse("藏头只能是一个字", "The required first character must be one character.")
+    try:
+        return service.generate(query)
+    except ConstraintError as exc:  # its message names the constraint, in Chinese and English
+        raise HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, detail=str(exc)) from exc
+    except ValueError as exc:  # e.g. classical tones without a 入声 table
+        raise HTTPException(
+            status.HTTP_422_UNPROCESSABLE_CONTENT, detail=f"请求无法处理 / Cannot do this request: {exc}"
+        ) from exc

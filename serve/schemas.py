@@ -1,0 +1,102 @@
+"""Request and response bodies of the API."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+ToneMode = Literal["modern", "lenient", "classical"]
+
+
+class GenerateRequest(BaseModel):
+    upper: str = Field(..., max_length=200, description="上联, at most 32 characters", examples=["春风得意"])
+    n: int = Field(5, ge=1, le=50, description="number of candidates (at most the server's limit, 10)")
+    tone_mode: ToneMode = "modern"
+    locks: str | None = Field(
+        None,
+        max_length=200,
+        description="a pattern as long as the upper line: _ free, a character fixed there",
+    )
+    required_first: str | None = Field(
+        None, max_length=32, description="藏头: the first character of the lower line"
+    )
+    required_chars: str | None = Field(
+        None, max_length=32, description="嵌字: characters the lower line must contain"
+    )
+
+
+class RuleReportOut(BaseModel):
+    length: bool
+    punctuation: bool
+    repeats: bool
+    no_reuse: bool
+    tone_end: bool | None
+    rhythm: float | None
+    no_three_level_tail: bool
+    hard_ok: bool
+
+
+class Candidate(BaseModel):
+    text: str
+    score: float
+    tones: list[str] = Field(description="平, 仄, 中 (either) or empty, one per character")
+    report: RuleReportOut
+
+
+class GenerateResponse(BaseModel):
+    upper: str = Field(description="the upper line as normalised and decoded")
+    upper_tones: list[str]
+    candidates: list[Candidate]
+    in_training_set: bool = Field(description="the upper line is a training upper line (fingerprint index)")
+    known_lower_lines: list[str] = Field(description="its lower lines in the training pairs, when configured")
+    unknown_chars: list[str] = Field(description="characters the model does not know")
+    upper_ends_level: bool = Field(
+        description="the upper line ends 平: it is probably the lower line of a pair"
+    )
+    filtered: int = Field(description="candidates withheld by the sensitive-word filter")
+    model_version: str
+
+
+class FeedbackRequest(BaseModel):
+    kind: Literal["vote", "own"] = Field(description="a vote on a candidate, or the person's own lower line")
+    upper: str = Field(..., max_length=200)
+    lower: str = Field(..., max_length=200)
+    vote: Literal[1, -1] | None = Field(None, description="+1 or -1, for kind vote")
+    model_version: str | None = Field(None, max_length=64)
+
+
+class FeedbackResponse(BaseModel):
+    id: int
+    kind: str
+    report: RuleReportOut = Field(description="the pair checked against the couplet rules")
+
+
+class Health(BaseModel):
+    status: Literal["ok"]
+    model_version: str
+    known_lines: int = Field(description="training pairs indexed for known lower lines (0: none yet)")
+
+
+class ModelInfo(BaseModel):
+    version: str
+    path: str
+    parameters: int
+    vocab_size: int
+    fingerprints: int
+    config: dict[str, Any] = Field(description="the model's configuration, from its checkpoint")
+    model_card: str
+    data_card: str
+    eval: dict[str, Any] = Field(description="evaluation figures of the bundle (eval.json)")
+
+
+class ReloadRequest(BaseModel):
+    model_dir: str | None = Field(
+        None, max_length=1000, description="bundle folder (default: the configured one)"
+    )
+
+
+class ReloadResponse(BaseModel):
+    version: str
+    previous_version: str
+    seconds: float

@@ -1,0 +1,59 @@
+"""The service's settings: one pydantic-settings class, read from ``DUILIAN_SERVE_*`` variables."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from data.paths import ROOT, data_dir, default_model_dir, work_dir
+
+
+def _default_database_url() -> str:
+    return f"sqlite:///{work_dir() / 'feedback.db'}"
+
+
+def _default_known_pairs() -> Path | None:
+    """The data stage's training pairs when they exist: the source of the known lower lines."""
+    path = data_dir() / "train.tsv"
+    return path if path.is_file() else None
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="DUILIAN_SERVE_", protected_namespaces=())
+
+    model_dir: Path = Field(default_factory=default_model_dir, description="the model bundle to serve")
+    database_url: str = Field(default_factory=_default_database_url, description="SQLAlchemy URL of feedback")
+    known_pairs: Path | None = Field(
+        default_factory=_default_known_pairs,
+        description="upper<TAB>lower training pairs (plain or .gz) giving the known lower lines; None: off",
+    )
+    sensitive_words: Path | None = Field(
+        default=None, description="an extra sensitive-word list (one a line)"
+    )
+    sensitive_allow: Path | None = Field(default=None, description="allow-list for the extra word list")
+    web_dir: Path = ROOT / "web"
+
+    max_chars: int = Field(default=32, description="longest upper line accepted")
+    max_candidates: int = Field(default=10, description="most candidates one request may ask for")
+    oversample: int = Field(
+        default=6, description="extra candidates asked of the decoder to replace filtered ones"
+    )
+    max_body_bytes: int = Field(default=4096, description="larger request bodies are refused with 413")
+    rate_limit_per_minute: float = Field(
+        default=120, description="API requests per client and minute; 0 turns it off"
+    )
+    rate_limit_burst: int = Field(
+        default=30, description="requests a client may send at once before it is limited"
+    )
+    cache_size: int = Field(
+        default=2048, description="generate results kept per model (beam search is deterministic)"
+    )
+    torch_threads: int = Field(
+        default=1, description="intra-op threads per decode; requests run side by side"
+    )
+    decode_concurrency: int = Field(default=2, description="decodes running at once")
+    admin_token: str | None = Field(
+        default=None, description="token for POST /api/v1/admin/reload; None: disabled"
+    )

@@ -1,0 +1,201 @@
+"""Fixtures for the service: tiny real model bundles, settings, a TestClient, a live uvicorn server.
+
+The bundles hold a randomly initialised tiny CoupletTransformer and a vocabulary trained
+on the hand-written pairs below (our own lines, not corpus text).
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import torch
+import uvicorn
+from fastapi import FastAPI
+from fastapi.testclient import TestClient
+
+from data.sensitive import hash_words
+from data.vocab import Vocab
+from model.bundle import export_bundle
+from model.transformer import CoupletTransformer, ModelConfig
+from serve.main import create_app
+from serve.settings import Settings
+
+PAIRS = [
+    ("春风得意", "秋月生辉"),
+    ("山高水长", "海阔天空"),
+    ("花开富贵", "竹报平安"),
+    ("明月照窗前", "清风入户来"),
+    ("一帆风顺年年好", "万事如意步步高"),
+    ("绿水青山，千秋画卷", "红梅白雪，万里诗篇"),
+    ("书山有路勤为径", "学海无涯苦作舟"),
+    ("天天向上", "步步登高"),
+    ("莺歌燕舞", "虎跃龙腾"),
+    ("桃红柳绿", "鸟语花香"),
+]
+EXTRA_CHARS = "坏蛋好人东西南北金木火土日夜晴雨云雷霜露江河湖泊松柏梅兰菊草木虫鱼鸟兽"
+BAD_WORD = "坏蛋"
+
+
+def tiny_model(vocab: Vocab, seed: int) -> CoupletTransformer:
+    torch.manual_seed(seed)
+    cfg = ModelConfig(
+        vocab_size=len(vocab),
+        d_model=32,
+        n_heads=2,
+        n_enc_layers=1,
+        n_dec_layers=1,
+        d_ff=64,
+        max_len=40,
+        dropout=0.0,
+        tie_embeddings=False,
+    )
+    return CoupletTransformer(cfg).eval()
+
+
+def favour(model: CoupletTransformer, vocab: Vocab, word: str) -> CoupletTransformer:
+    """Make every step's logits favour the characters of ``word``, in order, over all others.
+
+    The decoder's final norm is made to output one constant vector u, and the output rows
+    of the word's characters are set so their logits are 12, 11, ... while every other
+    logit is 0: a model that would answer with ``word`` where the rules let it.
+    """
+    with torch.no_grad():
+        u = torch.ones(model.cfg.d_model)
+        model.dec_norm.weight.zero_()
+        model.dec_norm.bias.copy_(u)
+        model.head.weight.zero_()
+        for rank, ch in enumerate(word):
+            model.head.weight[vocab.encode(ch)[0]] = (12.0 - rank) * u / u.dot(u)
+    return model
+
+
+@pytest.fixture(scope="session")
+def vocab(tmp_path_factory: pytest.TempPathFactory) -> Vocab:
+    lines = [line for pair in PAIRS for line in pair] + [EXTRA_CHARS]
+    return Vocab.train(lines, tmp_path_factory.mktemp("vocab") / "spm")
+
+
+def build_bundle(
+    out: Path,
+    vocab: Vocab,
+    *,
+    seed: int,
+    version: str,
+    bad_word: str | None = None,
+    sensitive: list[str] = (),
+) -> Path:  # type: ignore[assignment]
+    model = tiny_model(vocab, seed)
+    if bad_word:
+        favour(model, vocab, bad_word)
+    return export_bundle(
+        out,
+        model,
+        vocab,
+        train_uppers=[u for u, _ in PAIRS],
+        sensitive_hashes=hash_words(sensitive),
+        model_card=f"# 测试模型 {version}\n",
+        data_card="# 手写数据\n",
+        eval_result={"bleu4": 0.5, "perplexity": 123.0},
+        version=version,
+    )
+
+
+@pytest.fixture(scope="session")
+def bundle_a(tmp_path_factory: pytest.TempPathFactory, vocab: Vocab) -> Path:
+    return build_bundle(tmp_path_factory.mktemp("models") / "a", vocab, seed=1, version="test-a")
+
+
+@pytest.fixture(scope="session")
+def bundle_b(tmp_path_factory: pytest.TempPathFactory, vocab: Vocab) -> Path:
+    return build_bundle(tmp_path_factory.mktemp("models") / "b", vocab, seed=2, version="test-b")
+
+
+@pytest.fixture(scope="session")
+def bad_bundle(tmp_path_factory: pytest.TempPathFactory, vocab: Vocab) -> Path:
+    return build_bundle(
+        tmp_path_factory.mktemp("models") / "bad",
+        vocab,
+        seed=3,
+        version="test-bad",
+        bad_word=BAD_WORD,
+        sensitive=[BAD_WORD],
+    )
+
+
+@pytest.fixture(scope="session")
+def known_pairs(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("data") / "train.tsv"
+    path.write_text("".join(f"{u}\t{w}\n" for u, w in PAIRS), encoding="utf-8")
+    return path
+
+
+@pytest.fixture
+def settings(tmp_path: Path, bundle_a: Path, known_pairs: Path) -> Settings:
+    return Settings(
+        model_dir=bundle_a,
+        database_url=f"sqlite:///{tmp_path / 'feedback.db'}",
+        known_pairs=known_pairs,
+        rate_limit_per_minute=0,
+        admin_token="test-token",
+    )
+
+
+def wait_known(app: FastAPI, timeout: float = 10.0) -> None:
+    """The known lines load in a background thread; wait for them."""
+    deadline = time.monotonic() + timeout
+    while app.state.service.known is None and time.monotonic() < deadline:
+        time.sleep(0.02)
+
+
+@pytest.fixture
+def client(settings: Settings) -> Iterator[TestClient]:
+    app = create_app(settings)
+    with TestClient(app) as c:
+        wait_known(app)
+        yield c
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class LiveServer:
+    """A real uvicorn server on a free loopback port, in a thread, stopped on exit."""
+
+    def __init__(self, app: FastAPI) -> None:
+        self.app = app
+        self.port = free_port()
+        config = uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning", lifespan="on")
+        self.server = uvicorn.Server(config)
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def __enter__(self) -> LiveServer:
+        self.thread.start()
+        deadline = time.monotonic() + 30
+        while not self.server.started:
+            if not self.thread.is_alive() or time.monotonic() > deadline:
+                raise RuntimeError("uvicorn did not start")
+            time.sleep(0.02)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.should_exit = True
+        self.thread.join(timeout=15)
+
+
+@pytest.fixture
+def live(settings: Settings) -> Iterator[LiveServer]:
+    with LiveServer(create_app(settings)) as server:
+        wait_known(server.app)
+        yield server

@@ -1,0 +1,122 @@
+"""The generate, health, model-info and page endpoints on a real tiny model."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+
+from model.rules import check
+from model.tones import line_tones, mark
+from serve.deps import get_service
+from serve.main import create_app
+from serve.settings import Settings
+from tests.serve.conftest import PAIRS
+
+
+def test_generate_answers_with_tones_reports_and_flags(client: TestClient) -> None:
+    upper, lower = PAIRS[0]
+    r = client.post("/api/v1/generate", json={"upper": upper, "n": 3})
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert body["upper"] == upper
+    assert body["upper_tones"] == [mark(t) for t in line_tones(upper)]
+    assert body["in_training_set"] is True
+    assert body["known_lower_lines"] == [lower]
+    assert body["model_version"] == "test-a"
+    assert 1 <= len(body["candidates"]) <= 3
+    for cand in body["candidates"]:
+        text = cand["text"]
+        assert len(text) == len(upper)
+        assert cand["tones"] == [mark(t) for t in line_tones(text)]
+        expected = check(upper, text)
+        assert cand["report"] == {**expected.as_dict(), "hard_ok": expected.hard_ok}
+        assert cand["report"]["hard_ok"] is True
+
+
+def test_novel_line_is_not_in_training_set(client: TestClient) -> None:
+    body = client.post("/api/v1/generate", json={"upper": "东西南北"}).json()
+    assert body["in_training_set"] is False and body["known_lower_lines"] == []
+
+
+def test_unknown_characters_are_reported(client: TestClient) -> None:
+    body = client.post("/api/v1/generate", json={"upper": "春风鑫淼"}).json()
+    assert body["unknown_chars"] == ["鑫", "淼"]
+
+
+def test_punctuation_is_mirrored(client: TestClient) -> None:
+    upper = "绿水青山，千秋画卷"
+    body = client.post("/api/v1/generate", json={"upper": upper, "n": 2}).json()
+    for cand in body["candidates"]:
+        assert cand["text"][4] == "，"
+
+
+def test_locks_and_required_first(client: TestClient) -> None:
+    body = client.post("/api/v1/generate", json={"upper": "春风得意", "n": 3, "locks": "__好_"}).json()
+    assert body["candidates"] and all(c["text"][2] == "好" for c in body["candidates"])
+    body = client.post("/api/v1/generate", json={"upper": "春风得意", "n": 3, "required_first": "秋"}).json()
+    assert body["candidates"] and all(c["text"][0] == "秋" for c in body["candidates"])
+
+
+def test_upper_ending_level_is_flagged(client: TestClient) -> None:
+    assert client.post("/api/v1/generate", json={"upper": "明月照窗前"}).json()["upper_ends_level"] is True
+    assert client.post("/api/v1/generate", json={"upper": "花开富贵"}).json()["upper_ends_level"] is False
+
+
+def test_health_model_info_docs_and_page(client: TestClient) -> None:
+    health = client.get("/api/v1/health").json()
+    assert health == {"status": "ok", "model_version": "test-a", "known_lines": len(PAIRS)}
+    info = client.get("/api/v1/model").json()
+    assert info["version"] == "test-a" and info["eval"] == {"bleu4": 0.5, "perplexity": 123.0}
+    assert "测试模型" in info["model_card"] and info["fingerprints"] == len(PAIRS)
+    assert info["config"]["d_model"] == 32
+    assert client.get("/docs").status_code == 200
+    page = client.get("/")
+    assert page.status_code == 200 and "上联" in page.text
+    assert "http://" not in page.text and "https://" not in page.text  # no CDN
+    for asset in ("/static/app.js", "/static/style.css"):
+        assert client.get(asset).status_code == 200
+    assert "innerHTML" not in client.get("/static/app.js").text
+
+
+def test_rate_limit_is_429_and_clears(settings: Settings) -> None:
+    app = create_app(settings.model_copy(update={"rate_limit_per_minute": 60.0, "rate_limit_burst": 3}))
+    with TestClient(app) as c:
+        codes = [c.post("/api/v1/generate", json={"upper": "春风得意"}).status_code for _ in range(5)]
+        assert codes[:3] == [200, 200, 200] and codes[3:] == [429, 429]
+        r = c.post("/api/v1/feedback", json={"kind": "own", "upper": "春风得意", "lower": "秋月生辉"})
+        assert r.status_code == 429 and int(r.headers["Retry-After"]) >= 1
+        assert "Too many requests" in r.json()["detail"]
+        assert c.get("/api/v1/health").status_code == 200  # health is not limited
+
+
+class Exploding:
+    def generate(self, _query: object) -> None:
+        raise RuntimeError("secret internals /home/model.pt line 42")
+
+
+def test_internal_error_has_no_trace(settings: Settings) -> None:
+    app = create_app(settings)
+    app.dependency_overrides[get_service] = Exploding
+    with TestClient(app, raise_server_exceptions=False) as c:
+        r = c.post("/api/v1/generate", json={"upper": "春风得意"})
+        assert r.status_code == 500
+        assert "secret" not in r.text and "Traceback" not in r.text and "Internal server error" in r.text
+        app.dependency_overrides.clear()
+        assert c.post("/api/v1/generate", json={"upper": "春风得意"}).status_code == 200
+
+
+@pytest.mark.parametrize("missing", ["nowhere"])
+def test_serve_without_model_says_how_to_get_one(tmp_path: Path, missing: str) -> None:
+    import subprocess
+    import sys
+
+    r = subprocess.run(
+        [sys.executable, "-m", "serve", "--model", str(tmp_path / missing)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert r.returncode == 2
+    assert "make train" in r.stderr and "Traceback" not in r.stderr

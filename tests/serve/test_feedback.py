@@ -1,0 +1,105 @@
+"""Feedback: stored in a real SQLite file (WAL), hundreds of concurrent posts all kept, the export."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+from pathlib import Path
+
+import httpx
+from fastapi.testclient import TestClient
+
+from serve.export_feedback import main as export_main
+from serve.settings import Settings
+from tests.serve.conftest import LiveServer
+
+
+def db_file(settings: Settings) -> Path:
+    return Path(settings.database_url.removeprefix("sqlite:///"))
+
+
+def rows(settings: Settings) -> list[tuple]:
+    with sqlite3.connect(db_file(settings)) as con:
+        return con.execute(
+            "SELECT id, kind, upper, lower, vote, model_version FROM feedback ORDER BY id"
+        ).fetchall()
+
+
+def test_vote_and_own_line_are_stored(client: TestClient, settings: Settings) -> None:
+    r = client.post(
+        "/api/v1/feedback",
+        json={"kind": "vote", "upper": "春风得意", "lower": "秋月生辉", "vote": 1, "model_version": "test-a"},
+    )
+    assert r.status_code == 201, r.text
+    vote_id = r.json()["id"]
+    r = client.post("/api/v1/feedback", json={"kind": "own", "upper": "春风得意", "lower": "春风得意"})
+    assert r.status_code == 201
+    own = r.json()
+    assert own["report"]["no_reuse"] is False and own["report"]["hard_ok"] is False
+    assert rows(settings) == [
+        (vote_id, "vote", "春风得意", "秋月生辉", 1, "test-a"),
+        (own["id"], "own", "春风得意", "春风得意", None, None),
+    ]
+    with sqlite3.connect(db_file(settings)) as con:
+        assert con.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+
+
+def test_bad_feedback_is_refused(client: TestClient, settings: Settings) -> None:
+    for body in (
+        {"kind": "vote", "upper": "春风得意", "lower": "秋月生辉"},  # no vote
+        {"kind": "vote", "upper": "春风得意", "lower": "秋月生辉", "vote": 5},
+        {"kind": "own", "upper": "春风得意", "lower": "<img src=x onerror=alert(1)>"},
+        {"kind": "like", "upper": "春风得意", "lower": "秋月生辉"},
+    ):
+        r = client.post("/api/v1/feedback", json=body)
+        assert r.status_code == 422, body
+    assert rows(settings) == []
+
+
+async def post_many(url: str, n: int) -> list[httpx.Response]:
+    limits = httpx.Limits(max_connections=64)
+    async with httpx.AsyncClient(base_url=url, limits=limits, timeout=60) as http:
+        return await asyncio.gather(
+            *(
+                http.post(
+                    "/api/v1/feedback",
+                    json={
+                        "kind": "vote",
+                        "upper": "春风得意",
+                        "lower": "秋月生辉",
+                        "vote": 1 if i % 3 else -1,
+                        "model_version": f"load-{i}",
+                    },
+                )
+                for i in range(n)
+            )
+        )
+
+
+def test_hundreds_of_concurrent_posts_are_all_stored(live: LiveServer, settings: Settings) -> None:
+    n = 300
+    responses = asyncio.run(post_many(live.url, n))
+    assert [r.status_code for r in responses] == [201] * n
+    ids = {r.json()["id"] for r in responses}
+    assert len(ids) == n
+    stored = rows(settings)
+    assert {row[0] for row in stored} == ids
+    assert sorted(row[5] for row in stored) == sorted(f"load-{i}" for i in range(n))
+
+
+def test_export_writes_accepted_pairs(client: TestClient, settings: Settings, tmp_path: Path) -> None:
+    posts = [
+        {"kind": "vote", "upper": "春风得意", "lower": "秋月生辉", "vote": 1},
+        {"kind": "vote", "upper": "春风得意", "lower": "秋月生辉", "vote": 1},
+        {"kind": "vote", "upper": "春风得意", "lower": "夏雨生凉", "vote": 1},
+        {"kind": "vote", "upper": "春风得意", "lower": "夏雨生凉", "vote": -1},  # net 0: not accepted
+        {"kind": "vote", "upper": "山高水长", "lower": "海阔天空", "vote": -1},
+        {"kind": "own", "upper": "花开富贵", "lower": "竹报平安"},  # keeps every hard rule
+        {"kind": "own", "upper": "花开富贵", "lower": "花开平安"},  # reuses 花开: refused
+        {"kind": "own", "upper": "花开富贵", "lower": "竹报平"},  # wrong length: refused
+    ]
+    for body in posts:
+        assert client.post("/api/v1/feedback", json=body).status_code == 201
+    out = tmp_path / "feedback" / "accepted.tsv"
+    assert export_main(["--database-url", settings.database_url, "--out", str(out)]) == 0
+    assert out.read_text(encoding="utf-8") == "春风得意\t秋月生辉\n花开富贵\t竹报平安\n"

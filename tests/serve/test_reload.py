@@ -1,0 +1,62 @@
+"""Swapping in a newly trained model under concurrent requests fails none of them."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import httpx
+from fastapi.testclient import TestClient
+
+from tests.serve.conftest import PAIRS, LiveServer
+
+TOKEN = {"X-Admin-Token": "test-token"}
+
+
+def test_reload_needs_the_token(client: TestClient) -> None:
+    assert client.post("/api/v1/admin/reload", json={}).status_code == 401
+    assert client.post("/api/v1/admin/reload", json={}, headers={"X-Admin-Token": "nope"}).status_code == 401
+
+
+def test_failed_reload_keeps_the_old_model(client: TestClient, tmp_path: Path) -> None:
+    r = client.post("/api/v1/admin/reload", json={"model_dir": str(tmp_path / "none")}, headers=TOKEN)
+    assert r.status_code == 400 and "Could not load" in r.json()["detail"]
+    assert client.get("/api/v1/health").json()["model_version"] == "test-a"
+
+
+def test_reload_under_load_fails_no_request(live: LiveServer, bundle_a: Path, bundle_b: Path) -> None:
+    stop = threading.Event()
+    results: list[tuple[int, str]] = []
+    lock = threading.Lock()
+
+    def hammer(worker: int) -> None:
+        with httpx.Client(base_url=live.url, timeout=30) as http:
+            i = 0
+            while not stop.is_set():
+                upper = PAIRS[(worker + i) % len(PAIRS)][0]
+                r = http.post("/api/v1/generate", json={"upper": upper, "n": 3})
+                with lock:
+                    results.append((r.status_code, r.json().get("model_version", r.text)))
+                i += 1
+
+    workers = [threading.Thread(target=hammer, args=(w,)) for w in range(6)]
+    for t in workers:
+        t.start()
+    try:
+        while len(results) < 10 and all(t.is_alive() for t in workers):
+            time.sleep(0.01)  # some answers from the first model before swapping
+        with httpx.Client(base_url=live.url, timeout=60) as admin:
+            for target, version in [(bundle_b, "test-b"), (bundle_a, "test-a"), (bundle_b, "test-b")]:
+                r = admin.post("/api/v1/admin/reload", json={"model_dir": str(target)}, headers=TOKEN)
+                assert r.status_code == 200, r.text
+                assert r.json()["version"] == version
+    finally:
+        stop.set()
+        for t in workers:
+            t.join(timeout=30)
+    assert len(results) >= 20
+    assert [code for code, _ in results if code != 200] == []
+    assert {v for _, v in results} == {"test-a", "test-b"}
+    with httpx.Client(base_url=live.url) as http:
+        assert http.get("/api/v1/health").json()["model_version"] == "test-b"

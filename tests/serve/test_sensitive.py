@@ -1,0 +1,57 @@
+"""Offensive output is never shown: a model that favours a listed word has it filtered out."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+from fastapi.testclient import TestClient
+
+from model.bundle import load_bundle
+from model.decode import DecodeOptions, Decoder
+from serve.main import create_app
+from serve.settings import Settings
+from tests.serve.conftest import BAD_WORD
+
+UPPERS = ["春风", "山高", "江河", "花开"]  # end level, so 蛋 (oblique) may end the lower line
+
+
+def raw_candidates(bundle_dir: Path, upper: str, n: int) -> list[str]:
+    bundle = load_bundle(bundle_dir)
+    with torch.inference_mode():
+        result = Decoder(bundle.model, bundle.vocab).generate(upper, DecodeOptions(n_best=n))
+    return [c.text for c in result.candidates]
+
+
+def test_the_model_would_say_the_bad_word(bad_bundle: Path) -> None:
+    for upper in UPPERS:
+        assert raw_candidates(bad_bundle, upper, 5)[0] == BAD_WORD
+
+
+def test_bundled_word_list_filters_every_response(settings: Settings, bad_bundle: Path) -> None:
+    with TestClient(create_app(settings.model_copy(update={"model_dir": bad_bundle}))) as c:
+        for upper in UPPERS:
+            body = c.post("/api/v1/generate", json={"upper": upper, "n": 3}).json()
+            texts = [cand["text"] for cand in body["candidates"]]
+            assert len(texts) == 3, body  # the decoder was asked for more to make up for the filter
+            assert all(BAD_WORD not in t for t in texts)
+            assert body["filtered"] >= 1
+
+
+def test_configured_word_list_with_allow_list(
+    settings: Settings, bundle_a: Path, bad_bundle: Path, tmp_path: Path
+) -> None:
+    # the bad bundle's own list is not used here: a served bundle without hashes plus a file list
+    words, allow = tmp_path / "words.txt", tmp_path / "allow.txt"
+    words.write_text(f"{BAD_WORD}\n", encoding="utf-8")
+    allow.write_text("", encoding="utf-8")
+    app = create_app(settings.model_copy(update={"sensitive_words": words, "sensitive_allow": allow}))
+    with TestClient(app):
+        model = app.state.service.model
+        assert not model.is_clean(f"大{BAD_WORD}") and model.is_clean("春风")
+    # an allow-listed word excuses the listed word inside it
+    allow.write_text(f"{BAD_WORD}糕\n", encoding="utf-8")
+    app = create_app(settings.model_copy(update={"sensitive_words": words, "sensitive_allow": allow}))
+    with TestClient(app):
+        model = app.state.service.model
+        assert model.is_clean(f"{BAD_WORD}糕") and not model.is_clean(f"{BAD_WORD}汤")

@@ -1,0 +1,77 @@
+"""Bad input: every refusal is a 422 with a Chinese and an English message, and serving goes on."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from fastapi.testclient import TestClient
+
+from serve.validation import clean_line
+
+BAD_UPPERS = {
+    "empty": "",
+    "blank": "   ",
+    "too long": "春" * 33,
+    "latin": "春风abc",
+    "emoji": "春风😀得意",
+    "html": "<b>春风</b>",
+    "script": "<script>alert(1)</script>",
+    "entity": "春风&amp;得意",
+    "only punctuation": "，。！？",
+    "control": "春风\x00得意",
+    "control 2": "春风\x1b[31m",
+    "digits": "春风2024",
+    "zero width": "春风\u200b得意",
+}
+HAS_HAN = re.compile(r"[\u4e00-\u9fff]")
+HAS_LATIN_WORD = re.compile(r"[A-Za-z]{3,}")
+
+
+@pytest.mark.parametrize("name", sorted(BAD_UPPERS))
+def test_bad_upper_is_422_in_two_languages(client: TestClient, name: str) -> None:
+    r = client.post("/api/v1/generate", json={"upper": BAD_UPPERS[name]})
+    assert r.status_code == 422, r.text
+    detail = r.json()["detail"]
+    assert isinstance(detail, str)
+    zh, _, en = detail.partition(" / ")
+    assert HAS_HAN.search(zh) and HAS_LATIN_WORD.search(en), detail
+    assert "Traceback" not in r.text
+    # the server keeps serving
+    assert client.post("/api/v1/generate", json={"upper": "春风得意"}).status_code == 200
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"upper": "春风得意", "n": 0},
+        {"upper": "春风得意", "n": 11},
+        {"upper": "春风得意", "tone_mode": "martian"},
+        {"upper": 123},
+        {},
+        {"upper": "春风得意", "locks": "_好"},
+        {"upper": "春风得意", "locks": "a___"},
+        {"upper": "春风得意", "required_first": "秋月"},
+        {"upper": "春风得意", "required_chars": "ab"},
+    ],
+)
+def test_bad_options_are_422(client: TestClient, body: dict[str, object]) -> None:
+    r = client.post("/api/v1/generate", json=body)
+    assert r.status_code == 422, r.text
+    assert " / " in r.json()["detail"]
+
+
+def test_not_json_is_422(client: TestClient) -> None:
+    r = client.post("/api/v1/generate", content=b"{not json", headers={"Content-Type": "application/json"})
+    assert r.status_code == 422
+
+
+def test_oversized_body_is_413(client: TestClient) -> None:
+    r = client.post("/api/v1/generate", json={"upper": "春风得意", "locks": "_" * 10_000})
+    assert r.status_code == 413
+    assert client.get("/api/v1/health").status_code == 200
+
+
+def test_normalisation_folds_ascii_marks_and_spaces() -> None:
+    assert clean_line(" 春风, 得意! ", 32) == "春风，得意！"
+    assert clean_line("春" * 32, 32) == "春" * 32

@@ -1,0 +1,202 @@
+// The couplet page. Every piece of user or model text goes in through textContent, never as HTML.
+"use strict";
+
+const $ = (id) => document.getElementById(id);
+let shown = null; // the last answer of /api/v1/generate
+
+const RULES = [
+  ["length", "字数相等"],
+  ["punctuation", "标点相对"],
+  ["repeats", "叠字相对"],
+  ["no_reuse", "不重上联字"],
+  ["tone_end", "仄起平收"],
+  ["no_three_level_tail", "无三平尾"],
+];
+
+function el(tag, className, text) {
+  const node = document.createElement(tag);
+  if (className) node.className = className;
+  if (text !== undefined) node.textContent = text;
+  return node;
+}
+
+function showError(message) {
+  $("error").textContent = message;
+  $("error").hidden = !message;
+}
+
+async function api(path, body) {
+  const response = await fetch(path, {
+    method: body === undefined ? "GET" : "POST",
+    headers: body === undefined ? {} : { "Content-Type": "application/json" },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  let data = null;
+  try {
+    data = await response.json();
+  } catch (_) {
+    data = null;
+  }
+  if (!response.ok) {
+    const detail = data && data.detail;
+    throw new Error(typeof detail === "string" ? detail : `出错了 / Error ${response.status}`);
+  }
+  return data;
+}
+
+// A line as characters, each with its tone mark (平/仄/中) above it.
+function lineView(text, tones, onPick) {
+  const line = el("span", "line");
+  [...text].forEach((ch, i) => {
+    const cell = el(onPick ? "button" : "span", "ch");
+    if (onPick) {
+      cell.type = "button";
+      cell.title = "锁定这个字";
+      cell.addEventListener("click", () => onPick(i, ch));
+    }
+    const tone = tones[i] || "";
+    cell.append(el("span", "mark tone-" + ({ 平: "level", 仄: "oblique", 中: "either" }[tone] || "none"), tone || "\u00a0"));
+    cell.append(el("span", "char", ch));
+    line.append(cell);
+  });
+  return line;
+}
+
+function upperChars() {
+  return [...$("upper").value.replace(/\s+/g, "")];
+}
+
+function rebuildLocks() {
+  const chars = upperChars().slice(0, 32);
+  const box = $("locks");
+  const old = [...box.querySelectorAll("input")].map((input) => input.value);
+  box.replaceChildren();
+  chars.forEach((ch, i) => {
+    const input = el("input", "lock");
+    input.maxLength = 1;
+    input.value = old[i] || "";
+    input.setAttribute("aria-label", `下联第 ${i + 1} 字（上联「${ch}」）`);
+    input.placeholder = ch;
+    box.append(input);
+  });
+  $("locks-box").hidden = chars.length === 0;
+}
+
+function lockPattern() {
+  const values = [...$("locks").querySelectorAll("input")].map((input) => input.value.trim() || "_");
+  return values.some((v) => v !== "_") ? values.join("") : null;
+}
+
+function lockAt(position, ch) {
+  const inputs = $("locks").querySelectorAll("input");
+  if (inputs[position]) inputs[position].value = inputs[position].value === ch ? "" : ch;
+}
+
+function reportView(report) {
+  const list = el("ul", "report");
+  for (const [key, label] of RULES) {
+    const value = report[key];
+    const state = value === true ? "ok" : value === false ? "bad" : "unknown";
+    list.append(el("li", "rule " + state, (state === "ok" ? "✓ " : state === "bad" ? "✗ " : "? ") + label));
+  }
+  if (report.rhythm !== null && report.rhythm !== undefined) {
+    list.append(el("li", "rule info", `节奏点平仄相反 ${Math.round(report.rhythm * 100)}%`));
+  }
+  return list;
+}
+
+async function vote(item, candidate, value) {
+  const status = item.querySelector(".vote-status");
+  try {
+    const saved = await api("/api/v1/feedback", {
+      kind: "vote",
+      upper: shown.upper,
+      lower: candidate.text,
+      vote: value,
+      model_version: shown.model_version,
+    });
+    status.textContent = `已记录（编号 ${saved.id}）`;
+    item.querySelectorAll(".vote").forEach((button) => (button.disabled = true));
+  } catch (error) {
+    status.textContent = error.message;
+  }
+}
+
+function candidateView(candidate) {
+  const item = el("li", "candidate");
+  item.append(lineView(candidate.text, candidate.tones, lockAt));
+  item.append(el("span", "score", `得分 ${candidate.score.toFixed(2)}`));
+  item.append(reportView(candidate.report));
+  const votes = el("div", "votes");
+  const up = el("button", "vote up", "好");
+  const down = el("button", "vote down", "不好");
+  up.type = down.type = "button";
+  up.addEventListener("click", () => vote(item, candidate, 1));
+  down.addEventListener("click", () => vote(item, candidate, -1));
+  votes.append(up, down, el("span", "vote-status"));
+  item.append(votes);
+  return item;
+}
+
+function render(answer) {
+  shown = answer;
+  $("upper-shown").replaceWith(Object.assign(lineView(answer.upper, answer.upper_tones), { id: "upper-shown" }));
+  const badge = $("badge");
+  if (answer.in_training_set) {
+    badge.textContent = answer.known_lower_lines.length
+      ? `训练集中有这句上联，原下联：${answer.known_lower_lines.join(" ／ ")}`
+      : "训练集中有这句上联";
+    badge.hidden = false;
+  } else {
+    badge.hidden = true;
+  }
+  $("reversed").hidden = !answer.upper_ends_level;
+  $("unknown").textContent = answer.unknown_chars.length ? `模型不认识这些字：${answer.unknown_chars.join("")}` : "";
+  $("unknown").hidden = !answer.unknown_chars.length;
+  $("candidates").replaceChildren(...answer.candidates.map(candidateView));
+  $("none").hidden = answer.candidates.length > 0;
+  $("own-result").hidden = true;
+  $("result").hidden = false;
+}
+
+async function ask(event) {
+  event.preventDefault();
+  showError("");
+  $("busy").hidden = false;
+  $("go").disabled = true;
+  try {
+    const body = { upper: $("upper").value, n: Number($("n").value), tone_mode: $("tone-mode").value };
+    const locks = lockPattern();
+    if (locks) body.locks = locks;
+    if ($("required-first").value.trim()) body.required_first = $("required-first").value;
+    if ($("required-chars").value.trim()) body.required_chars = $("required-chars").value;
+    render(await api("/api/v1/generate", body));
+  } catch (error) {
+    showError(error.message);
+  } finally {
+    $("busy").hidden = true;
+    $("go").disabled = false;
+  }
+}
+
+async function submitOwn(event) {
+  event.preventDefault();
+  const result = $("own-result");
+  try {
+    const saved = await api("/api/v1/feedback", { kind: "own", upper: shown.upper, lower: $("own-lower").value });
+    const broken = RULES.filter(([key]) => saved.report[key] === false).map(([, label]) => label);
+    result.textContent = `已收到（编号 ${saved.id}）。` + (broken.length ? `不合规则：${broken.join("、")}` : "合乎基本规则，谢谢！");
+  } catch (error) {
+    result.textContent = error.message;
+  }
+  result.hidden = false;
+}
+
+document.addEventListener("DOMContentLoaded", () => {
+  $("ask").addEventListener("submit", ask);
+  $("own").addEventListener("submit", submitOwn);
+  $("upper").addEventListener("input", rebuildLocks);
+  api("/api/v1/model")
+    .then((info) => ($("model-version").textContent = `模型 ${info.version}`))
+    .catch(() => {});
+});
