@@ -182,15 +182,15 @@ def _check_lock(upper: str, pos: int, ch: str, vocab: Vocab, rules: bool) -> Non
         )
     if rules and is_punct(upper[pos]):
         return
-    if ch not in vocab:
-        raise ConstraintError(
-            "locks", f"锁定的{where}不在模型字表中", f"{at} is not in the model's vocabulary"
-        )
     if rules and is_any_punct(ch):
         raise ConstraintError(
             "locks",
             f"锁定的{where}是标点，但上联该处不是标点",
             f"{at} is punctuation where the upper has none",
+        )
+    if ch not in vocab:
+        raise ConstraintError(
+            "locks", f"锁定的{where}不在模型字表中", f"{at} is not in the model's vocabulary"
         )
     if rules and is_han(ch) and ch in upper:
         raise ConstraintError(
