@@ -232,10 +232,12 @@ def _build_sina(
     if len(articles) > 1:  # a pair that is on two pages
         articles[-1] = [*articles[-1], articles[0][0]]
     links: list[tuple[str, str]] = []
-    gbk_done = False
+    gbk_done = ascii_done = False
     for i, chunk in enumerate(articles):
         path, title = f"/s/blog_{SINA_UID}{i:06d}.html", f"散叶 第{i + 1}篇"
-        body = "<p>梨味斋散叶，录旧作若干。</p>" + _sina_body(chunk, rng, ascii_comma=i == 1)
+        ascii_comma = not ascii_done and any("，" in up for up, _ in chunk)
+        ascii_done |= ascii_comma
+        body = "<p>梨味斋散叶，录旧作若干。</p>" + _sina_body(chunk, rng, ascii_comma)
         if i == 0:
             body += "<p>春风得意〓秋雨◎</p>"  # malformed: lines of unequal length
         if not gbk_done and i >= 2 and _gbk_ok(chunk):
@@ -365,19 +367,15 @@ def corpus_pairs(n: int, seed: int = 0, path: Path | None = None) -> list[Pair] 
     if not path.exists():
         return None
     opener = gzip.open if path.suffix == ".gz" else open
-    rng = random.Random(seed)
-    sample: list[Pair] = []
-    seen = 0
     with opener(path, "rt", encoding="utf-8") as f:
-        for line in f:  # reservoir sampling: one pass, n pairs in memory
-            parts = line.rstrip("\n").split("\t")
-            if len(parts) != 2 or not usable((parts[0], parts[1])):
-                continue
-            seen += 1
-            if len(sample) < n:
-                sample.append((parts[0], parts[1]))
-            elif (j := rng.randrange(seen)) < n:
-                sample[j] = (parts[0], parts[1])
+        lines = f.read().splitlines()
+    sample: list[Pair] = []
+    for i in random.Random(seed).sample(range(len(lines)), len(lines)):  # a shuffled order
+        parts = lines[i].split("\t")
+        if len(parts) == 2 and usable((parts[0], parts[1])):
+            sample.append((parts[0], parts[1]))
+            if len(sample) == n:
+                break
     return sample
 
 
@@ -391,6 +389,7 @@ class MirrorServer:
         self.site = site
         self.latency = latency
         self.hits: Counter[str] = Counter()
+        self.agents: Counter[str] = Counter()
         self._lock = threading.Lock()
         self._server = ThreadingHTTPServer(("127.0.0.1", port), self._handler())
         self._server.daemon_threads = True
@@ -413,6 +412,7 @@ class MirrorServer:
                 path = self.path.split("?", 1)[0]
                 with mirror._lock:
                     mirror.hits[path] += 1
+                    mirror.agents[self.headers.get("User-Agent", "")] += 1
                 if mirror.latency:
                     time.sleep(mirror.latency)
                 page = mirror.site.pages.get(path) or Page(404, b"Not Found", {"Content-Type": "text/plain"})

@@ -14,21 +14,22 @@ from scrapy.crawler import Crawler
 from scrapy.exceptions import DropItem
 
 from crawler.feeds import appended_feed_paths
-from data.text import ASCII_TO_FULLWIDTH, is_han, is_punct
+from data.normalize import Normalizer
+from data.text import is_han, is_punct
 from model.rules import punctuation_mirrored
 
 logger = logging.getLogger(__name__)
 
 MAX_LINE = 40  # longer than any couplet line in the corpora (max 32)
-_FOLD = str.maketrans({**ASCII_TO_FULLWIDTH, **dict.fromkeys(map(ord, " \t\u3000\u00a0\u200b\ufeff"))})
+_normalizer: Normalizer | None = None
 
 
 def normalise_line(line: str) -> str:
-    """Minimal folding with data/text.py: spaces out, ASCII marks to full-width.
-
-    TODO: switch to data.normalize.Normalizer once the data stage's version is on main.
-    """
-    return line.strip().translate(_FOLD)
+    """The data stage's normalisation (whitespace, compatibility forms, punctuation, t2s)."""
+    global _normalizer
+    if _normalizer is None:
+        _normalizer = Normalizer()
+    return _normalizer(line.strip())
 
 
 def invalid_reason(upper: str, lower: str) -> str | None:
@@ -51,6 +52,7 @@ def invalid_reason(upper: str, lower: str) -> str | None:
 class NormalisePipeline:
     def __init__(self, crawler: Crawler) -> None:
         self.stats = crawler.stats
+        self.normalizer = Normalizer()
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> NormalisePipeline:
@@ -58,7 +60,7 @@ class NormalisePipeline:
 
     def process_item(self, item: Any) -> Any:
         for field in ("upper", "lower"):
-            folded = normalise_line(item[field])
+            folded = self.normalizer(item[field].strip())
             if folded != item[field]:
                 self.stats.inc_value(f"normalise/changed/{field}")
                 item[field] = folded

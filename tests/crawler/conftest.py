@@ -1,0 +1,66 @@
+"""Fixtures: the mirror (hand-written pairs, or a corpus sample when the corpus is there),
+a real redis-server, and a helper that runs a crawl in its own process."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from crawler.mirror import HAND_PAIRS, Pair, corpus_pairs
+from data.paths import ROOT, corpus_dir
+
+# Politeness off against loopback (the settings that make it so are under test too).
+FAST = [
+    "DOWNLOAD_DELAY=0",
+    "DOWNLOAD_DELAY_JITTER=0",
+    "AUTOTHROTTLE_START_DELAY=0",
+    "AUTOTHROTTLE_MAX_DELAY=0.2",
+    "LOG_LEVEL=INFO",
+]
+
+
+@pytest.fixture(scope="session")
+def mirror_pairs() -> list[Pair]:
+    """120 corpus pairs sampled at test time, or the hand-written ones."""
+    test_file = corpus_dir() / "wb14123_test.tsv"
+    return corpus_pairs(120, seed=7, path=test_file) or list(HAND_PAIRS)
+
+
+@pytest.fixture
+def redis_url() -> Iterator[str]:
+    if shutil.which("redis-server") is None:
+        pytest.skip("redis-server missing (bash scripts/sysdeps.sh)")
+    from crawler.localredis import LocalRedis
+
+    with LocalRedis() as url:
+        yield url
+
+
+def crawl_cmd(*args: str, settings: list[str] | None = None) -> list[str]:
+    """``python -m crawler ...`` with the fast settings."""
+    sets = [x for s in [*FAST, *(settings or [])] for x in ("-s", s)]
+    return [sys.executable, "-m", "crawler", *args, *sets]
+
+
+def popen(cmd: list[str], log: Path, env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
+    full_env = {**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}
+    with log.open("ab") as f:
+        return subprocess.Popen(cmd, cwd=ROOT, stdout=f, stderr=subprocess.STDOUT, env=full_env)
+
+
+def read_items(path: Path) -> list[dict[str, str]]:
+    if not path.exists():
+        return []
+    with path.open(encoding="utf-8") as f:
+        return [json.loads(line) for line in f]
+
+
+def pairs_of(items: list[dict[str, str]]) -> list[Pair]:
+    return [(i["upper"], i["lower"]) for i in items]
