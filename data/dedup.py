@@ -11,15 +11,15 @@ Distinct lower lines for one upper line are valid data and are kept up to a cap.
 
 from __future__ import annotations
 
-import re
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
+from operator import itemgetter
 
+from data.chars import CharBatch
 from data.text import PUNCTUATION
 
 Pair = tuple[str, str]
 _STRIP = str.maketrans(dict.fromkeys(PUNCTUATION))
-_HAS_PUNCT = re.compile("[" + "".join(re.escape(ch) for ch in sorted(PUNCTUATION)) + "]")
 EXAMPLES = 5
 
 
@@ -36,30 +36,18 @@ class Deduper:
         if len(self.examples[reason]) < EXAMPLES:
             self.examples[reason].append([*pair, *(kept_as or ())])
 
-    def _first_pass(self, pairs: list[Pair]) -> list[Pair]:
-        """Exact duplicates and punctuation-only variants."""
-        seen: set[Pair] = set()
-        stripped: dict[Pair, Pair] = {}
-        out = []
-        for pair in pairs:
-            if pair in seen:
-                self._drop("exact", pair)
-                continue
-            seen.add(pair)
-            if self.near_dup:
-                key = pair
-                if _HAS_PUNCT.search(pair[0]):
-                    key = (pair[0].translate(_STRIP), pair[1].translate(_STRIP))
-                    if key in seen:
-                        self._drop("near_punct", pair, key)
-                        continue
-                if key in stripped:
-                    self._drop("near_punct", pair, stripped[key])
-                    continue
-                if key is not pair:
-                    stripped[key] = pair
-            out.append(pair)
-        return out
+    def _near_punct(self, unique: dict[Pair, None]) -> None:
+        """Drop punctuated pairs equal to another pair once punctuation is removed."""
+        pairs = list(unique)
+        uppers = CharBatch([u for u, _ in pairs])
+        first: dict[Pair, Pair] = {}
+        for i in uppers.lines_with(PUNCTUATION).tolist():
+            pair = pairs[i]
+            key = (pair[0].translate(_STRIP), pair[1].translate(_STRIP))
+            kept_as = key if key in unique else first.setdefault(key, pair)
+            if kept_as is not pair:
+                self._drop("near_punct", pair, kept_as)
+                del unique[pair]
 
     def _group(self, upper: str, lowers: list[str]) -> list[str]:
         """One upper line's lower lines, without one-character variants, capped."""
@@ -84,12 +72,19 @@ class Deduper:
         return ("exact", "near_punct", "near_one_char", "over_cap")
 
     def __call__(self, pairs: list[Pair]) -> list[Pair]:
-        pairs = self._first_pass(pairs)
+        """The pairs without duplicates, in their first order."""
+        unique = dict.fromkeys(pairs)  # ordered set, built in C
+        self.counts["exact"] += len(pairs) - len(unique)
+        if self.near_dup:
+            self._near_punct(unique)
+        per_upper = Counter(map(itemgetter(0), unique))
         groups: dict[str, list[str]] = defaultdict(list)
-        for upper, lower in pairs:
-            groups[upper].append(lower)
-        out: list[Pair] = []
+        for upper, lower in unique:
+            if per_upper[upper] > 1:
+                groups[upper].append(lower)
         for upper, lowers in groups.items():
-            kept = lowers if len(lowers) == 1 else self._group(upper, lowers)
-            out.extend((upper, lower) for lower in kept)
-        return out
+            kept = set(self._group(upper, lowers))
+            for lower in lowers:
+                if lower not in kept:
+                    del unique[(upper, lower)]
+        return list(unique)

@@ -1,15 +1,20 @@
-"""Pair filters: each returns the reason a pair is dropped, or None to keep it."""
+"""Pair filters, each with a counted reason.
+
+The checks that look at every character (foreign characters, punctuation, sensitive
+words) first run over the whole batch joined into one string, in C (a regex, an
+Aho-Corasick automaton); Python then looks only at the lines they flag.
+"""
 
 from __future__ import annotations
 
-import re
 from collections import Counter
 from dataclasses import dataclass, field
 
+from data.chars import CharBatch
 from data.sensitive import SensitiveFilter
 from data.text import PUNCTUATION, is_han, is_punct
-from model.rules import punctuation_mirrored
 
+Pair = tuple[str, str]
 REASONS = (
     "too_short",
     "too_long",
@@ -20,7 +25,22 @@ REASONS = (
     "sensitive",
 )
 
-_PUNCT_RE = re.compile("[" + "".join(re.escape(ch) for ch in sorted(PUNCTUATION)) + "]")
+
+class _PunctMask(dict[int, str]):
+    """Translate table keeping punctuation and turning every other character into NUL."""
+
+    def __missing__(self, cp: int) -> str:
+        value = chr(cp) if is_punct(chr(cp)) else "\0"
+        self[cp] = value
+        return value
+
+
+_MASK = _PunctMask()
+
+
+def punct_mirrored(upper: str, lower: str) -> bool:
+    """``model.rules.punctuation_mirrored`` for equal lengths, in C: the punctuation masks match."""
+    return upper.translate(_MASK) == lower.translate(_MASK)
 
 
 @dataclass
@@ -32,15 +52,13 @@ class PairFilter:
     sensitive: SensitiveFilter | None = None
     counts: Counter[str] = field(default_factory=Counter)
     sensitive_hits: Counter[str] = field(default_factory=Counter)
-    _allowed: dict[str, bool] = field(default_factory=dict)
 
-    def _char_ok(self, ch: str) -> bool:
-        ok = self._allowed.get(ch)
-        if ok is None:
-            ok = self._allowed[ch] = is_han(ch) or is_punct(ch)
-        return ok
+    @staticmethod
+    def reasons() -> tuple[str, ...]:
+        return REASONS
 
-    def reason(self, upper: str, lower: str) -> str | None:
+    def reason(self, upper: str, lower: str, flags: frozenset[str] | None = None) -> str | None:
+        """Why the pair is dropped, or None. ``flags`` (from a batch scan) skips re-scanning."""
         n = len(upper)
         if min(n, len(lower)) < self.min_len:
             return "too_short"
@@ -48,26 +66,48 @@ class PairFilter:
             return "too_long"
         if n != len(lower):
             return "unequal_length"
-        if not all(map(self._char_ok, upper + lower)):
+        text = upper + "\t" + lower
+        if flags is None:
+            flags = self._scan(text)
+        if "foreign" in flags:
             return "foreign_chars"
-        if (_PUNCT_RE.search(upper) or _PUNCT_RE.search(lower)) and not punctuation_mirrored(upper, lower):
+        if "punct" in flags and not punct_mirrored(upper, lower):
             return "punct_not_mirrored"
         if upper == lower:
             return "same_lines"
-        if self.sensitive is not None:
-            hits = self.sensitive.hits(upper + "\t" + lower)
+        if "sensitive" in flags and self.sensitive is not None:
+            hits = self.sensitive.hits(text)
             if hits:
                 self.sensitive_hits.update(hits)
                 return "sensitive"
         return None
 
-    @staticmethod
-    def reasons() -> tuple[str, ...]:
-        return REASONS
+    def _scan(self, text: str) -> frozenset[str]:
+        found = {
+            "foreign": any(not (is_han(ch) or is_punct(ch)) for ch in text if ch != "\t"),
+            "punct": any(is_punct(ch) for ch in text),
+            "sensitive": self.sensitive is not None and bool(self.sensitive.hits(text)),
+        }
+        return frozenset(k for k, v in found.items() if v)
 
-    def keep(self, upper: str, lower: str) -> bool:
-        why = self.reason(upper, lower)
-        if why is None:
-            return True
-        self.counts[why] += 1
-        return False
+    def _scan_batch(self, batch: CharBatch) -> list[tuple[str, set[int]]]:
+        foreign = [ch for ch in batch.distinct() if ch != "\t" and not (is_han(ch) or is_punct(ch))]
+        scans = [("punct", batch.lines_with(PUNCTUATION)), ("foreign", batch.lines_with(foreign))]
+        if self.sensitive is not None:
+            scans.append(("sensitive", self.sensitive.flag_lines(batch)))
+        return [(name, set(lines.tolist())) for name, lines in scans]
+
+    def keep_batch(self, pairs: list[Pair]) -> list[Pair]:
+        """The pairs that pass every filter, in order; the dropped ones are counted."""
+        scans = self._scan_batch(CharBatch(list(map("\t".join, pairs))))
+        flagged = set().union(*(lines for _, lines in scans))
+        none: frozenset[str] = frozenset()
+        kept = []
+        for i, (upper, lower) in enumerate(pairs):
+            flags = frozenset(k for k, lines in scans if i in lines) if i in flagged else none
+            why = self.reason(upper, lower, flags)
+            if why is None:
+                kept.append((upper, lower))
+            else:
+                self.counts[why] += 1
+        return kept

@@ -9,11 +9,11 @@ through OpenCC itself; every other line is left alone, which is exact and fast.
 
 from __future__ import annotations
 
-import re
 import unicodedata
 from collections import Counter
 from dataclasses import dataclass, field
 
+from data.chars import CharBatch
 from data.text import ASCII_TO_FULLWIDTH, PUNCTUATION
 
 STEPS = ("whitespace", "compat", "punct", "t2s")
@@ -105,20 +105,14 @@ class Normalizer:
     def normalize_many(self, lines: list[str]) -> list[str]:
         """Normalise a batch of lines; only the lines holding a character to change are visited.
 
-        Most of the corpus is already clean, so the batch is scanned in C (one ``set`` of
-        its characters, one regex over the joined text) and Python touches only the rest.
+        Most of the corpus is already clean, so the batch is scanned in numpy and Python
+        touches only the rest.
         """
-        text = "\n".join(lines)
-        bad = sorted(ch for ch in set(text) if ch != "\n" and self._changes(ch))
+        batch = CharBatch(lines)
+        bad = [ch for ch in batch.distinct() if self._changes(ch)]
         if not bad:
             return lines
-        pattern = re.compile("[" + "".join(re.escape(ch) for ch in bad) + "]")
         out = list(lines)
-        line_no, scanned = 0, 0
-        for match in pattern.finditer(text):
-            # Line number of the match, counting newlines only since the previous match.
-            line_no += text.count("\n", scanned, match.start())
-            scanned = match.start()
-            if out[line_no] is lines[line_no]:
-                out[line_no] = self(lines[line_no])
+        for i in batch.lines_with(bad).tolist():
+            out[i] = self(lines[i])
         return out

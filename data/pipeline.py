@@ -14,8 +14,12 @@ import time
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
+from operator import itemgetter
 from pathlib import Path
 
+import numpy as np
+
+from data.chars import CharBatch
 from data.config import DataConfig
 from data.dedup import Deduper
 from data.filters import PairFilter
@@ -142,7 +146,7 @@ def carve_valid(
     pairs: list[Pair], candidates: set[str], size: int, seed: int
 ) -> tuple[list[Pair], list[Pair], set[str]]:
     """(valid, rest, valid uppers): whole upper lines drawn at random from ``candidates``."""
-    per_upper = Counter(u for u, _ in pairs)
+    per_upper = Counter(map(itemgetter(0), pairs))
     pool = [u for u in per_upper if u in candidates]
     chosen: set[str] = set()
     total = 0
@@ -175,10 +179,10 @@ def filter_sources(
     candidates: set[str] = set()
     for name, pairs in sources:
         before = len(kept)
-        kept.extend(p for p in pairs if pf.keep(*p))
+        kept.extend(pf.keep_batch(pairs))
         report["sources"][name]["pairs_kept_by_filters"] = len(kept) - before
         if name in config.valid_sources:
-            candidates.update(u for u, _ in kept[before:])
+            candidates.update(map(itemgetter(0), kept[before:]))
     return kept, candidates
 
 
@@ -188,21 +192,32 @@ def split_test(test_lines: list[str], norm: Normalizer, train_uppers: set[str]) 
     return [int(u in train_uppers) for u in uppers], set(uppers)
 
 
+def shuffled(pairs: list[Pair], seed: int) -> list[Pair]:
+    """A seeded permutation, so training order mixes the sources."""
+    order = np.random.default_rng(seed).permutation(len(pairs))
+    return [pairs[i] for i in order.tolist()]
+
+
 def build_vocab(train: list[Pair], config: DataConfig, report: dict) -> Vocab:
-    chars = Counter("".join(u + w for u, w in train))
-    kept = sum(1 for n in chars.values() if n >= config.min_char_count)
-    lines = [line for pair in train for line in pair]
+    """A char model trained on the training split's character counts.
+
+    A sentencepiece char model depends only on how often each character occurs, so it is
+    given those counts (TSV input: ``char<TAB>count``) rather than 1.5M sentences:
+    the same model in milliseconds instead of seconds. Characters rarer than
+    ``min_char_count`` stay out and become the unknown token.
+    """
+    counts = CharBatch(list(map("".join, train))).counts()
+    kept = {ch: n for ch, n in counts.items() if n >= config.min_char_count and not ch.isspace()}
     vocab = Vocab.train(
-        lines,
+        (f"{ch}\t{n}" for ch, n in kept.items()),
         config.out_dir / "spm",
-        vocab_size=kept + 4,
+        vocab_size=len(kept) + 4,
+        input_format="tsv",
         minloglevel=2,
-        input_sentence_size=0,
-        num_threads=2,
     )
     report["vocab"] = {
         "size": len(vocab),
-        "train_distinct_chars": len(chars),
+        "train_distinct_chars": len(counts),
         "min_char_count": config.min_char_count,
     }
     return vocab
@@ -230,7 +245,9 @@ def run(config: DataConfig) -> dict:
     norm = Normalizer(t2s=config.t2s)
     with timer("normalise"):
         sources = [(name, normalise(pairs, norm)) for name, pairs in sources]
-        leak, test_uppers = split_test(test_lines, norm, {u for _, ps in sources for u, _ in ps})
+        leak, test_uppers = split_test(
+            test_lines, norm, set().union(*(map(itemgetter(0), ps) for _, ps in sources))
+        )
     report["normalise"] = {
         "lines": 2 * sum(len(ps) for _, ps in sources),
         **{f"changed_{k}": v for k, v in sorted(norm.counts.items())},
@@ -250,7 +267,7 @@ def run(config: DataConfig) -> dict:
         train = [p for p in kept if p[0] not in test_uppers]
         removed_test = len(kept) - len(train)
         valid, train, valid_uppers = carve_valid(train, candidates, config.valid_size, config.seed)
-        random.Random(config.seed).shuffle(train)
+        train = shuffled(train, config.seed)
         write_pairs(config.out_dir / "train.tsv", train)
         write_pairs(config.out_dir / "valid.tsv", valid)
         write_lines(config.out_dir / "test.tsv", test_lines)

@@ -17,7 +17,23 @@ from pathlib import Path
 import ahocorasick
 import numpy as np
 
+from data.chars import MAX_CODE, CharBatch
+
 ALLOW_LIST = Path(__file__).with_name("sensitive_allow.txt")
+_BITMAP_SIZE = 1 << 24
+
+
+_MULT = 2654435761
+
+
+def _bigram(a: str, b: str) -> int:
+    """A 24-bit key of two characters; equal to :func:`_bigrams` on their code points."""
+    return (ord(a) * _MULT + ord(b)) & (_BITMAP_SIZE - 1)
+
+
+def _bigrams(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    # uint32 arithmetic wraps modulo 2**32, which keeps the low 24 bits exact.
+    return (a * np.uint32(_MULT) + b) & np.uint32(_BITMAP_SIZE - 1)
 
 
 def word_hash(word: str) -> int:
@@ -44,7 +60,9 @@ class SensitiveFilter:
     """Find listed words in a text, ignoring those inside an allow-listed word."""
 
     def __init__(self, words: Iterable[str], allow: Iterable[str] = ()) -> None:
-        self._words = sorted({w for w in words if w})
+        allow = sorted({a for a in allow if a})
+        # A word that is itself allow-listed can never hit: leave it out of the search.
+        self._words = sorted({w for w in words if w} - set(allow))
         self._hashes: set[int] | None = None
         self._max_len = max((len(w) for w in self._words), default=0)
         self._automaton = ahocorasick.Automaton()
@@ -59,7 +77,8 @@ class SensitiveFilter:
         """A filter from :func:`hash_words` output; words longer than ``max_len`` are not found."""
         self = cls.__new__(cls)
         self._words = []
-        self._hashes = {int(h) for h in np.asarray(hashes, dtype=np.uint64)}
+        allow = sorted({a for a in allow if a})
+        self._hashes = {int(h) for h in np.asarray(hashes, dtype=np.uint64)} - {word_hash(a) for a in allow}
         self._max_len = max_len
         self._init_allow(allow)
         return self
@@ -84,6 +103,25 @@ class SensitiveFilter:
         if not self._words:
             return []
         return [(end - len(w) + 1, w) for end, w in self._automaton.iter(text)]
+
+    def flag_lines(self, batch: CharBatch) -> np.ndarray:
+        """Line numbers of ``batch`` that may hold a listed word: a superset, found in numpy.
+
+        Single-character words are looked up directly; longer ones by a bitmap of their
+        first two characters. Only flagged lines need :meth:`hits`.
+        """
+        if self._hashes is not None:  # words unknown: every line is a candidate
+            return np.arange(batch.line_count())
+        single = [w for w in self._words if len(w) == 1]
+        table = np.zeros(MAX_CODE, dtype=bool)
+        table[[ord(w) for w in single]] = True
+        hit = table[batch.codes]
+        prefixes = np.array([_bigram(w[0], w[1]) for w in self._words if len(w) > 1], dtype=np.uint32)
+        if len(prefixes) and len(batch.codes) > 1:
+            bitmap = np.zeros(_BITMAP_SIZE, dtype=bool)
+            bitmap[prefixes] = True
+            hit[:-1] |= bitmap[_bigrams(batch.codes[:-1], batch.codes[1:])]
+        return batch.lines_at(np.flatnonzero(hit))
 
     def _excused(self, text: str, start: int, word: str) -> bool:
         allowed = self._allow_for.get(word)

@@ -43,8 +43,16 @@ def _open_text(path: Path) -> Iterator[str]:
 
 
 def read_tsv(path: Path) -> Iterator[Pair | None]:
-    for line in _open_text(path):
-        parts = line.rstrip("\r\n").split("\t")
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rt", encoding="utf-8", newline="\n") as fh:  # type: ignore[operator]
+        lines = fh.read().replace("\r\n", "\n").splitlines()
+    fields = "\t".join(lines).split("\t")
+    if len(fields) == 2 * len(lines):
+        # Exactly one tab per line (the usual case): pair the fields up in C.
+        yield from zip(fields[0::2], fields[1::2], strict=True)
+        return
+    for line in lines:
+        parts = line.split("\t")
         yield (parts[0], parts[1]) if len(parts) == 2 else None
 
 
