@@ -89,7 +89,7 @@ def prepare(args: argparse.Namespace, names: list[str], settings: Any) -> None:
             )
 
 
-def crawl(args: argparse.Namespace, names: list[str], spider_args: dict[str, dict[str, Any]]) -> None:
+def crawl(args: argparse.Namespace, names: list[str], spider_args: dict[str, dict[str, Any]]) -> int:
     from scrapy.crawler import Crawler, CrawlerProcess
     from scrapy.spiderloader import SpiderLoader
 
@@ -103,6 +103,7 @@ def crawl(args: argparse.Namespace, names: list[str], spider_args: dict[str, dic
             own.set("JOBDIR", str(args.out.resolve() / "jobs" / name))
         process.crawl(Crawler(loader.load(name), own, init_reactor=i == 0), **spider_args.get(name, {}))
     process.start()
+    return 1 if process.bootstrap_failed else 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -119,8 +120,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         for name in names:
             spider_args[name]["start_urls"] = args.start_url
     if not args.mirror:
-        crawl(args, names, spider_args)
-        return 0
+        return crawl(args, names, spider_args)
 
     from crawler.mirror import HAND_PAIRS, MirrorServer, build_site, corpus_pairs
 
@@ -131,8 +131,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             spider_args[name].setdefault("start_urls", mirror.url(site.start[name]))
         spider_args.get("prose", {}).update(follow="/wenzhang/", depth=5)
         print(f"mirror on {mirror.url()}: {site.summary()}", flush=True)
-        crawl(args, names, spider_args)
-    ok = True
+        ok = crawl(args, names, spider_args) == 0
     for name in names:
         got = pairs_in(args.out / f"{name}.jsonl")
         missing, extra = site.expected[name] - set(got), set(got) - site.expected[name]

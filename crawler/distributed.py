@@ -5,7 +5,7 @@ checks one Redis dupe filter. A process with nothing in flight would close as so
 queue is momentarily empty (another process may be about to push the links it is parsing),
 and Scrapy looks at an idle spider only every five seconds. This extension polls the queue
 while the spider is idle, wakes the engine when work appears, and lets the spider close
-only after the queue has stayed empty for ``DISTRIBUTED_IDLE_CLOSE`` seconds.
+only after it has been idle, with the queue empty, for ``DISTRIBUTED_IDLE_CLOSE`` seconds.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from typing import Any
 from scrapy import Spider, signals
 from scrapy.crawler import Crawler
 from scrapy.exceptions import DontCloseSpider, NotConfigured
+from scrapy.utils.defer import deferred_from_coro
 from scrapy.utils.misc import load_object
 from twisted.internet.task import LoopingCall
 
@@ -65,6 +66,10 @@ class SharedQueueIdle:
             # Put it back through the engine: that is what wakes an idle engine up.
             self.last_work = time.monotonic()
             engine.crawl(request.replace(dont_filter=True))
+        elif time.monotonic() - self.last_work >= self.idle_close:
+            # Close now rather than at the engine's next five-second heartbeat.
+            self.loop.stop()
+            deferred_from_coro(engine.close_spider_async(reason="finished"))
 
     def spider_idle(self, spider: Spider) -> None:
         if len(self.queue) or time.monotonic() - self.last_work < self.idle_close:

@@ -1,8 +1,9 @@
 """Crash-safe crawl state in JOBDIR: a crawl killed with SIGKILL resumes with nothing lost.
 
 Scrapy's own JOBDIR state (disk queues, ``requests.seen``) is only consistent after a
-clean shutdown: a killed crawl has seen-marks for requests whose queue entries were never
-saved, and those pages are never fetched. Here every request is written to a SQLite
+clean shutdown: after a kill, depending on what its buffers held, a crawl either starts
+over or holds seen-marks for requests whose queue entries were never saved (pages never
+fetched). Here every request is written to a SQLite
 journal when it is scheduled, and marked done only once its page has been fully handled:
 the requests it links to are journalled and every item it yielded has left the item
 pipelines (written by the feed, or dropped). On restart, the pending requests are
@@ -26,7 +27,7 @@ from scrapy.core.scheduler import BaseScheduler, Scheduler
 from scrapy.crawler import Crawler
 from scrapy.exceptions import NotConfigured
 from scrapy.http import Response
-from scrapy.utils.misc import build_from_crawler, load_object
+from scrapy.utils.misc import build_from_crawler
 from scrapy.utils.request import request_from_dict
 
 logger = logging.getLogger(__name__)
@@ -43,7 +44,7 @@ class AutoScheduler(BaseScheduler):
     def from_crawler(cls, crawler: Crawler) -> BaseScheduler:  # type: ignore[override]
         settings = crawler.settings
         if settings.get("REDIS_URL"):
-            return build_from_crawler(load_object("scrapy_redis.scheduler.Scheduler"), crawler)
+            return redis_scheduler(crawler)
         if settings.get("JOBDIR"):
             return JournalScheduler.from_crawler(crawler)
         return build_from_crawler(Scheduler, crawler)
@@ -56,6 +57,26 @@ class AutoScheduler(BaseScheduler):
 
     def next_request(self) -> Request | None:  # pragma: no cover
         raise NotImplementedError
+
+
+def redis_scheduler(crawler: Crawler) -> BaseScheduler:
+    """scrapy-redis's scheduler, built here because its ``from_settings`` takes the dupe
+    filter from DUPEFILTER_CLASS, which must stay Scrapy's for the other schedulers."""
+    from scrapy_redis import connection
+    from scrapy_redis.scheduler import Scheduler as RedisScheduler
+
+    s = crawler.settings
+    scheduler = RedisScheduler(
+        server=connection.from_settings(s),
+        persist=s.getbool("SCHEDULER_PERSIST"),
+        queue_key=s.get("SCHEDULER_QUEUE_KEY", "%(spider)s:requests"),
+        queue_cls=s.get("SCHEDULER_QUEUE_CLASS", "scrapy_redis.queue.PriorityQueue"),
+        dupefilter_key=s.get("SCHEDULER_DUPEFILTER_KEY", "%(spider)s:dupefilter"),
+        dupefilter_cls=s.get("SCHEDULER_DUPEFILTER_CLASS", "scrapy_redis.dupefilter.RFPDupeFilter"),
+    )
+    scheduler.server.ping()
+    scheduler.stats = crawler.stats
+    return scheduler  # type: ignore[no-any-return]
 
 
 class JournalScheduler(BaseScheduler):

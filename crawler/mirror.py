@@ -382,6 +382,11 @@ def corpus_pairs(n: int, seed: int = 0, path: Path | None = None) -> list[Pair] 
 # --- the server -----------------------------------------------------------------------------
 
 
+class _QuietServer(ThreadingHTTPServer):
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        pass  # a crawler killed mid-request resets its connections: expected in the tests
+
+
 class MirrorServer:
     """Serves a Site on 127.0.0.1 (a free port) from a thread; counts hits per path."""
 
@@ -391,7 +396,7 @@ class MirrorServer:
         self.hits: Counter[str] = Counter()
         self.agents: Counter[str] = Counter()
         self._lock = threading.Lock()
-        self._server = ThreadingHTTPServer(("127.0.0.1", port), self._handler())
+        self._server = _QuietServer(("127.0.0.1", port), self._handler())
         self._server.daemon_threads = True
         self._thread: threading.Thread | None = None
 
