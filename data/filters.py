@@ -1,18 +1,25 @@
 """Pair filters, each with a counted reason.
 
-The checks that look at every character (foreign characters, punctuation, sensitive
-words) first run over the whole batch joined into one string, in C (a regex, an
-Aho-Corasick automaton); Python then looks only at the lines they flag.
+``PairFilter.reason`` judges one pair in plain Python (the reference, and what tests and
+callers with a handful of pairs use). ``keep_batch`` gives the same verdicts for a whole
+source at once: every check that looks at each character runs in numpy over the batch
+joined into one array, and Python visits only the lines a check flags.
 """
 
 from __future__ import annotations
 
+import itertools
+import operator
 from collections import Counter
 from dataclasses import dataclass, field
+from operator import itemgetter
 
-from data.chars import CharBatch
+import numpy as np
+
+from data.chars import MAX_CODE, CharBatch
 from data.sensitive import SensitiveFilter
 from data.text import PUNCTUATION, is_han, is_punct
+from model.rules import punctuation_mirrored
 
 Pair = tuple[str, str]
 REASONS = (
@@ -26,21 +33,10 @@ REASONS = (
 )
 
 
-class _PunctMask(dict[int, str]):
-    """Translate table keeping punctuation and turning every other character into NUL."""
-
-    def __missing__(self, cp: int) -> str:
-        value = chr(cp) if is_punct(chr(cp)) else "\0"
-        self[cp] = value
-        return value
-
-
-_MASK = _PunctMask()
-
-
-def punct_mirrored(upper: str, lower: str) -> bool:
-    """``model.rules.punctuation_mirrored`` for equal lengths, in C: the punctuation masks match."""
-    return upper.translate(_MASK) == lower.translate(_MASK)
+def _punct_table() -> np.ndarray:
+    table = np.zeros(MAX_CODE, dtype=bool)
+    table[[ord(c) for c in PUNCTUATION]] = True
+    return table
 
 
 @dataclass
@@ -57,8 +53,12 @@ class PairFilter:
     def reasons() -> tuple[str, ...]:
         return REASONS
 
-    def reason(self, upper: str, lower: str, flags: frozenset[str] | None = None) -> str | None:
-        """Why the pair is dropped, or None. ``flags`` (from a batch scan) skips re-scanning."""
+    def _sensitive_hits(self, upper: str, lower: str) -> list[str]:
+        # The tab keeps a word from matching across the two lines.
+        return self.sensitive.hits(upper + "\t" + lower) if self.sensitive is not None else []
+
+    def reason(self, upper: str, lower: str) -> str | None:
+        """Why the pair is dropped (the first failing check, in REASONS order), or None."""
         n = len(upper)
         if min(n, len(lower)) < self.min_len:
             return "too_short"
@@ -66,48 +66,79 @@ class PairFilter:
             return "too_long"
         if n != len(lower):
             return "unequal_length"
-        text = upper + "\t" + lower
-        if flags is None:
-            flags = self._scan(text)
-        if "foreign" in flags:
+        if not all(is_han(ch) or is_punct(ch) for ch in upper + lower):
             return "foreign_chars"
-        if "punct" in flags and not punct_mirrored(upper, lower):
+        if not punctuation_mirrored(upper, lower):
             return "punct_not_mirrored"
         if upper == lower:
             return "same_lines"
-        if "sensitive" in flags and self.sensitive is not None:
-            hits = self.sensitive.hits(text)
-            if hits:
-                self.sensitive_hits.update(hits)
-                return "sensitive"
+        if self._sensitive_hits(upper, lower):
+            return "sensitive"
         return None
 
-    def _scan(self, text: str) -> frozenset[str]:
-        found = {
-            "foreign": any(not (is_han(ch) or is_punct(ch)) for ch in text if ch != "\t"),
-            "punct": any(is_punct(ch) for ch in text),
-            "sensitive": self.sensitive is not None and bool(self.sensitive.hits(text)),
-        }
-        return frozenset(k for k, v in found.items() if v)
+    def keep(self, upper: str, lower: str) -> bool:
+        why = self.reason(upper, lower)
+        if why is not None:
+            self.counts[why] += 1
+            if why == "sensitive":
+                self.sensitive_hits.update(self._sensitive_hits(upper, lower))
+        return why is None
 
-    def _scan_batch(self, batch: CharBatch) -> list[tuple[str, set[int]]]:
+    def _mask(self, n: int, lines: np.ndarray) -> np.ndarray:
+        mask = np.zeros(n, dtype=bool)
+        mask[lines] = True
+        return mask
+
+    def _punct_bad(self, uppers: list[str], lowers: list[str], candidates: np.ndarray) -> np.ndarray:
+        """Of the equal-length ``candidates``, those whose punctuation is not mirrored."""
+        if not len(candidates):
+            return candidates
+        up = CharBatch([uppers[i] for i in candidates.tolist()])
+        low = CharBatch([lowers[i] for i in candidates.tolist()])
+        # Equal lengths line by line, so position k is the same place in both arrays.
+        table = _punct_table()
+        bad = (table[up.codes] | table[low.codes]) & (up.codes != low.codes)
+        return candidates[up.lines_at(np.flatnonzero(bad))]
+
+    def _reason_masks(self, pairs: list[Pair]) -> list[np.ndarray]:
+        n = len(pairs)
+        uppers, lowers = list(map(itemgetter(0), pairs)), list(map(itemgetter(1), pairs))
+        lu = np.fromiter(map(len, uppers), np.int64, n)
+        ll = np.fromiter(map(len, lowers), np.int64, n)
+        batch = CharBatch(list(map("\t".join, pairs)))
         foreign = [ch for ch in batch.distinct() if ch != "\t" and not (is_han(ch) or is_punct(ch))]
-        scans = [("punct", batch.lines_with(PUNCTUATION)), ("foreign", batch.lines_with(foreign))]
-        if self.sensitive is not None:
-            scans.append(("sensitive", self.sensitive.flag_lines(batch)))
-        return [(name, set(lines.tolist())) for name, lines in scans]
+        unequal = lu != ll
+        punct_lines = batch.lines_with(PUNCTUATION)
+        masks = [
+            np.minimum(lu, ll) < self.min_len,
+            np.maximum(lu, ll) > self.max_len,
+            unequal,
+            self._mask(n, batch.lines_with(foreign)),
+            self._mask(n, self._punct_bad(uppers, lowers, punct_lines[~unequal[punct_lines]])),
+            np.fromiter(map(operator.eq, uppers, lowers), bool, n),
+        ]
+        masks.append(self._sensitive_mask(pairs, batch, np.logical_or.reduce(masks)))
+        return masks
+
+    def _sensitive_mask(self, pairs: list[Pair], batch: CharBatch, dropped: np.ndarray) -> np.ndarray:
+        mask = np.zeros(len(pairs), dtype=bool)
+        if self.sensitive is None:
+            return mask
+        for i in self.sensitive.flag_lines(batch).tolist():
+            if not dropped[i]:
+                hits = self._sensitive_hits(*pairs[i])
+                if hits:
+                    mask[i] = True
+                    self.sensitive_hits.update(hits)
+        return mask
 
     def keep_batch(self, pairs: list[Pair]) -> list[Pair]:
         """The pairs that pass every filter, in order; the dropped ones are counted."""
-        scans = self._scan_batch(CharBatch(list(map("\t".join, pairs))))
-        flagged = set().union(*(lines for _, lines in scans))
-        none: frozenset[str] = frozenset()
-        kept = []
-        for i, (upper, lower) in enumerate(pairs):
-            flags = frozenset(k for k, lines in scans if i in lines) if i in flagged else none
-            why = self.reason(upper, lower, flags)
-            if why is None:
-                kept.append((upper, lower))
-            else:
-                self.counts[why] += 1
-        return kept
+        if not pairs:
+            return []
+        masks = np.stack(self._reason_masks(pairs))  # (reasons, pairs)
+        dropped = masks.any(axis=0)
+        first = masks.argmax(axis=0)[dropped]
+        for idx, count in enumerate(np.bincount(first, minlength=len(REASONS)).tolist()):
+            self.counts[REASONS[idx]] += count
+        return list(itertools.compress(pairs, (~dropped).tolist()))

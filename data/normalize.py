@@ -85,8 +85,10 @@ class Normalizer:
     def to_simplified(self, line: str) -> str:
         if not self.t2s or not line.translate(self._trad):
             return line
-        self.counts["t2s"] += 1
-        return self._converter().convert(line)  # type: ignore[attr-defined,no-any-return]
+        out: str = self._converter().convert(line)  # type: ignore[attr-defined]
+        if out != line:
+            self.counts["t2s"] += 1
+        return out
 
     def __call__(self, line: str) -> str:
         line = self._step("whitespace", line, self._ws)

@@ -101,14 +101,9 @@ def read_train_sources(config: DataConfig, report: dict) -> list[tuple[str, list
         if source.role != "train":
             continue
         files = source_files(config, source)
-        pairs: list[Pair] = []
-        malformed = 0
-        for path in files:
-            for pair in read_source(source, path):
-                if pair is None:
-                    malformed += 1
-                else:
-                    pairs.append(pair)
+        read = [pair for path in files for pair in read_source(source, path)]
+        malformed = read.count(None)
+        pairs: list[Pair] = [p for p in read if p is not None] if malformed else read  # type: ignore[misc]
         report["sources"][source.name] = {
             "kind": source.kind,
             "files": [str(p) for p in files],
@@ -122,8 +117,8 @@ def read_train_sources(config: DataConfig, report: dict) -> list[tuple[str, list
 
 
 def normalise(pairs: list[Pair], norm: Normalizer) -> list[Pair]:
-    uppers = norm.normalize_many([u for u, _ in pairs])
-    lowers = norm.normalize_many([w for _, w in pairs])
+    uppers = norm.normalize_many(list(map(itemgetter(0), pairs)))
+    lowers = norm.normalize_many(list(map(itemgetter(1), pairs)))
     return list(zip(uppers, lowers, strict=True))
 
 

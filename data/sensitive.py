@@ -31,6 +31,12 @@ def _bigram(a: str, b: str) -> int:
     return (ord(a) * _MULT + ord(b)) & (_BITMAP_SIZE - 1)
 
 
+def _bitmap(bigrams: Iterable[str]) -> np.ndarray:
+    bitmap = np.zeros(_BITMAP_SIZE, dtype=bool)
+    bitmap[[_bigram(b[0], b[1]) for b in bigrams]] = True
+    return bitmap
+
+
 def _bigrams(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     # uint32 arithmetic wraps modulo 2**32, which keeps the low 24 bits exact.
     return (a * np.uint32(_MULT) + b) & np.uint32(_BITMAP_SIZE - 1)
@@ -107,20 +113,24 @@ class SensitiveFilter:
     def flag_lines(self, batch: CharBatch) -> np.ndarray:
         """Line numbers of ``batch`` that may hold a listed word: a superset, found in numpy.
 
-        Single-character words are looked up directly; longer ones by a bitmap of their
-        first two characters. Only flagged lines need :meth:`hits`.
+        One-character words are looked up directly; longer ones through bitmaps of
+        their character bigrams (the first bigram, and for three-character words the
+        second one too). Only the flagged lines need :meth:`hits`.
         """
-        if self._hashes is not None:  # words unknown: every line is a candidate
+        if self._hashes is not None:  # the words are unknown: every line is a candidate
             return np.arange(batch.line_count())
-        single = [w for w in self._words if len(w) == 1]
+        codes = batch.codes
         table = np.zeros(MAX_CODE, dtype=bool)
-        table[[ord(w) for w in single]] = True
-        hit = table[batch.codes]
-        prefixes = np.array([_bigram(w[0], w[1]) for w in self._words if len(w) > 1], dtype=np.uint32)
-        if len(prefixes) and len(batch.codes) > 1:
-            bitmap = np.zeros(_BITMAP_SIZE, dtype=bool)
-            bitmap[prefixes] = True
-            hit[:-1] |= bitmap[_bigrams(batch.codes[:-1], batch.codes[1:])]
+        table[[ord(w) for w in self._words if len(w) == 1]] = True
+        hit = table[codes]
+        if len(codes) > 1:
+            keys = _bigrams(codes[:-1], codes[1:])  # (N-1,) key of the bigram at each position
+            # Two characters, or the first two of a word of four or more (a superset).
+            hit[:-1] |= _bitmap(w[:2] for w in self._words if len(w) == 2 or len(w) > 3)[keys]
+            three = [w for w in self._words if len(w) == 3]
+            if three and len(codes) > 2:
+                first, second = _bitmap(w[:2] for w in three), _bitmap(w[1:] for w in three)
+                hit[:-2] |= first[keys[:-1]] & second[keys[1:]]
         return batch.lines_at(np.flatnonzero(hit))
 
     def _excused(self, text: str, start: int, word: str) -> bool:

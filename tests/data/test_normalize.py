@@ -1,0 +1,55 @@
+"""Each normalisation step on hand-written lines."""
+
+from __future__ import annotations
+
+from data.normalize import Normalizer
+
+
+def test_whitespace_removed_and_counted() -> None:
+    norm = Normalizer()
+    assert norm(" 春 风\u3000入户\t") == "春风入户"
+    assert norm.counts["whitespace"] == 1
+
+
+def test_ascii_punctuation_becomes_full_width() -> None:
+    norm = Normalizer()
+    assert norm("春风,入户!") == "春风，入户！"
+    assert norm("花开?鸟语;") == "花开？鸟语；"
+
+
+def test_compatibility_forms_folded_but_chinese_punctuation_kept() -> None:
+    norm = Normalizer()
+    # Full-width Latin and digits fold (NFKC); full-width Chinese marks stay as they are.
+    assert norm("ＡＢ１２") == "AB12"
+    assert norm("春风，入户。") == "春风，入户。"
+    assert norm.counts["compat"] == 1
+    # Half-width ideographic marks and compatibility ideographs fold too.
+    assert norm("春｡") == "春。"
+    assert Normalizer(t2s=False)("\uf900") == "豈"
+    assert norm("\uf900") == "岂"  # then simplified
+
+
+def test_traditional_to_simplified_with_phrase_context() -> None:
+    norm = Normalizer()
+    assert norm("後來龍飛") == "后来龙飞"
+    # 乾坤 keeps 乾 (phrase), while 乾燥 becomes 干燥: OpenCC sees the whole line.
+    assert norm("乾坤") == "乾坤"
+    assert norm("乾燥") == "干燥"
+    assert norm.counts["t2s"] == 2
+
+
+def test_t2s_can_be_switched_off() -> None:
+    assert Normalizer(t2s=False)("後來") == "後來"
+
+
+def test_clean_line_is_untouched_and_uncounted() -> None:
+    norm = Normalizer()
+    assert norm("春风入户") == "春风入户"
+    assert sum(norm.counts.values()) == 0
+
+
+def test_batch_equals_line_by_line() -> None:
+    lines = ["春风入户", " 後來,", "ＡＢ", "瑞雪迎门", "", "乾坤 清", "花开!"]
+    one, many = Normalizer(), Normalizer()
+    assert many.normalize_many(lines) == [one(x) for x in lines]
+    assert many.counts == one.counts
