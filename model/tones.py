@@ -41,8 +41,10 @@ def _tone_of_reading(reading: str | None) -> Tone:
 
 
 def _no_reading(chars: str) -> Any:
-    # One item per character keeps positions aligned (errors='ignore' would drop them).
-    return [None] * len(chars)
+    # One item per character keeps positions aligned (errors='ignore' would drop them); an
+    # empty reading, not None: pypinyin still runs its style conversion on the item, and
+    # None crashes it for a Han character outside its tables (such as 𣃁).
+    return [""] * len(chars)
 
 
 @functools.lru_cache(maxsize=65536)

@@ -120,3 +120,10 @@ def test_serve_without_model_says_how_to_get_one(tmp_path: Path, missing: str) -
     )
     assert r.returncode == 2
     assert "make train" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_rare_character_without_a_reading(client: TestClient) -> None:
+    # 𣃁 (CJK Extension B) has no reading in pypinyin: no tone mark, reported as unknown, no 500
+    r = client.post("/api/v1/generate", json={"upper": "春𣃁风"})
+    assert r.status_code == 200, r.text
+    assert r.json()["upper_tones"] == ["平", "", "平"] and r.json()["unknown_chars"] == ["𣃁"]
