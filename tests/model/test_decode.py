@@ -1,0 +1,145 @@
+"""The beam search with a real (randomly initialised, tiny) CoupletTransformer."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from data.vocab import BOS_ID, EOS_ID, PAD_ID, UNK_ID, Vocab
+from model.decode import MAX_CANDIDATES, ConstraintError, DecodeOptions, Decoder, beam_search
+from model.rules import check
+from model.transformer import CoupletTransformer, ModelConfig
+from tests.model.decode_fixtures import decode_vocab
+
+
+@pytest.fixture(scope="module")
+def vocab(tmp_path_factory: pytest.TempPathFactory, pairs: list[tuple[str, str]]) -> Vocab:
+    return decode_vocab(tmp_path_factory.mktemp("decode_vocab"), pairs)
+
+
+def tiny_model(vocab: Vocab, seed: int = 0) -> CoupletTransformer:
+    torch.manual_seed(seed)
+    cfg = ModelConfig(
+        vocab_size=len(vocab), d_model=32, n_heads=2, n_enc_layers=1, n_dec_layers=1, d_ff=64, dropout=0.0
+    )
+    return CoupletTransformer(cfg).eval()
+
+
+@pytest.fixture(scope="module")
+def decoder(vocab: Vocab) -> Decoder:
+    return Decoder(tiny_model(vocab), vocab)
+
+
+def sequence_logp(model: CoupletTransformer, src: list[int], tgt: list[int]) -> float:
+    """Teacher-forced log-probability of ``tgt`` + EOS, through ``forward`` (no cache)."""
+    with torch.inference_mode():
+        logits = model(torch.tensor([src]), torch.tensor([[BOS_ID, *tgt]]))  # (1, T, V)
+        logp = F.log_softmax(logits[0].float(), dim=-1)
+    return float(sum(logp[i, t] for i, t in enumerate([*tgt, EOS_ID])))
+
+
+def test_beam_search_with_a_wide_beam_is_exact(vocab):
+    """A beam as wide as every prefix finds the true best sequences; the cached steps give
+    the same log-probabilities as the full forward pass."""
+    model = tiny_model(vocab, seed=1)
+    allowed = vocab.encode("春风秋雨花月")
+    length, v = 3, model.cfg.vocab_size
+    table = torch.full((1, length + 1, v), float("-inf"))
+    table[0, :length, allowed] = 0.0
+    table[0, length, EOS_ID] = 0.0
+    src = vocab.encode("千山雪")
+    k = len(allowed) ** length  # every sequence survives until the end-of-sequence step
+    tokens, search, logp = beam_search(model, torch.tensor([src]), table, [], k)
+    brute = sorted(
+        ((sequence_logp(model, src, list(seq)), seq) for seq in itertools.product(allowed, repeat=length)),
+        reverse=True,
+    )
+    for rank in range(k):
+        assert tuple(tokens[0, rank].tolist()) == brute[rank][1]
+        assert logp[0, rank].item() == pytest.approx(brute[rank][0], abs=1e-4)
+        assert search[0, rank].item() == pytest.approx(brute[rank][0], abs=1e-4)
+
+
+def test_candidates_are_distinct_ranked_and_scored_by_the_model(decoder, vocab):
+    upper = "风声雨声读书声"
+    result = decoder.generate(upper, DecodeOptions(n_best=8, rhythm_weight=0, three_level_weight=0))
+    texts = [c.text for c in result.candidates]
+    assert len(texts) == 8 == len(set(texts))
+    for c in result.candidates:
+        expect = sequence_logp(decoder.model, vocab.encode(upper), vocab.encode(c.text)) / (len(upper) + 1)
+        assert c.score == pytest.approx(expect, abs=1e-4)
+        assert c.report == check(upper, c.text).as_dict() and c.report["repeats"]
+    scores = [c.score for c in result.candidates]
+    assert scores == sorted(scores, reverse=True)  # no preferences: ranked by the model alone
+
+
+def test_unknown_characters_are_reported_and_mirrored(decoder, vocab):
+    upper = "哔哩哔哩《春风》"
+    assert "哔" not in vocab and "《" not in vocab
+    result = decoder.generate(upper)
+    assert result.unknown_chars == ["哔", "哩", "《", "》"]
+    for c in result.candidates:
+        assert len(c.text) == len(upper) and c.text[4] == "《" and c.text[7] == "》"
+        assert c.text[0] == c.text[2] != c.text[1] == c.text[3]  # the repeats mirror
+        assert check(upper, c.text).hard_ok
+
+
+def test_rules_off_is_plain_beam_search_with_the_exact_length(decoder, vocab):
+    upper = "天天向上，好好学习"
+    result = decoder.generate(upper, DecodeOptions(rules=False, n_best=5))
+    special = {vocab.piece(i) for i in (PAD_ID, UNK_ID, BOS_ID, EOS_ID)}
+    for c in result.candidates:
+        assert len(c.text) == len(upper) and not special & set(c.text)
+    on = decoder.generate(upper, DecodeOptions(n_best=5))
+    assert all(c.report["punctuation"] and c.report["no_reuse"] for c in on.candidates)
+
+
+def test_batch_gives_the_same_answers_as_one_at_a_time(decoder):
+    uppers = ["春风", "千山雪", "海纳百川有容乃大", "上海自来水来自海上", "一帆风顺", "万里长城"]
+    options = DecodeOptions(n_best=3)
+    batch = decoder.generate_batch(uppers, options, batch_size=2)
+    for upper, res in zip(uppers, batch, strict=True):
+        one = decoder.generate(upper, options)
+        assert res.upper == upper
+        assert [c.text for c in res.candidates] == [c.text for c in one.candidates]
+
+
+def test_user_constraints_in_the_result(decoder):
+    upper = "海纳百川有容乃大"
+    result = decoder.generate(
+        upper, DecodeOptions(locks="__春_____", required_first="东", required_chars="山月")
+    )
+    for c in result.candidates:
+        assert c.text[0] == "东" and c.text[2] == "春" and "山" in c.text and "月" in c.text
+        assert check(upper, c.text).hard_ok and c.report["tone_end"] is True
+
+
+def test_impossible_requests_raise(decoder):
+    with pytest.raises(ConstraintError, match="no reuse"):
+        decoder.generate("春风秋雨", DecodeOptions(required_chars="春"))
+    with pytest.raises(ValueError, match="n_best"):
+        decoder.generate("春风", DecodeOptions(n_best=MAX_CANDIDATES + 1))
+    with pytest.raises(ConstraintError, match="at most"):
+        decoder.generate("春" * 80)
+
+
+def test_classical_mode_uses_the_rusheng_table(decoder, tmp_path, monkeypatch):
+    # 国 is level today; with 国 in the 入声 table the upper ends oblique, so the lower ends level.
+    upper = "家国"
+    table = tmp_path / "rusheng.txt"
+    table.write_text("国竹白", encoding="utf-8")
+    monkeypatch.setenv("RUSHENG_TABLE", str(table))
+    result = decoder.generate(upper, DecodeOptions(tone_mode="classical"))
+    assert result.upper_end_tone == "仄" and not result.probably_reversed
+    assert all(c.report["tone_end"] is True for c in result.candidates)
+    modern = decoder.generate(upper)
+    assert modern.upper_end_tone == "平" and modern.probably_reversed
+
+
+def test_upper_line_ending_level_is_flagged(decoder):
+    result = decoder.generate("春风")
+    assert result.probably_reversed and result.upper_end_tone == "平"
+    assert all(c.report["tone_end"] is True for c in result.candidates)

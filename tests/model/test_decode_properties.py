@@ -1,0 +1,93 @@
+"""Property: every candidate of a random CoupletTransformer on random upper lines (with
+punctuation, repeats, palindromes, lengths 1 to 32) keeps every hard rule and every lock."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from data.text import is_han, is_punct
+from data.vocab import Vocab
+from model.decode import DecodeOptions, Decoder
+from model.rules import check
+from model.transformer import CoupletTransformer, ModelConfig
+from tests.model.decode_fixtures import decode_vocab
+
+MARKS = "，。！？；："
+
+
+@pytest.fixture(scope="module")
+def vocab(tmp_path_factory: pytest.TempPathFactory, pairs: list[tuple[str, str]]) -> Vocab:
+    return decode_vocab(tmp_path_factory.mktemp("decode_vocab"), pairs)
+
+
+@pytest.fixture(scope="module")
+def decoder(vocab: Vocab) -> Decoder:
+    torch.manual_seed(7)
+    cfg = ModelConfig(
+        vocab_size=len(vocab), d_model=32, n_heads=2, n_enc_layers=1, n_dec_layers=1, d_ff=64, dropout=0.0
+    )
+    return Decoder(CoupletTransformer(cfg).eval(), vocab)
+
+
+def han_chars(vocab: Vocab) -> list[str]:
+    return sorted(p for p in vocab.pieces if len(p) == 1 and is_han(p))
+
+
+@st.composite
+def upper_lines(draw: st.DrawFn, pool: list[str]) -> str:
+    """Lines drawn from a small pool (so characters repeat), with marks, or palindromes."""
+    chars = st.sampled_from([*pool[:24], "哔"])  # 哔 is outside the vocabulary
+    if draw(st.booleans()):
+        half = draw(st.lists(chars, min_size=1, max_size=16))
+        middle = draw(st.lists(chars, max_size=1))
+        return "".join(half + middle + half[::-1])
+    items = draw(st.lists(st.one_of(chars, chars, chars, st.sampled_from(MARKS)), min_size=1, max_size=32))
+    return "".join(items)
+
+
+@st.composite
+def requests(draw: st.DrawFn, pool: list[str]) -> tuple[str, DecodeOptions]:
+    """An upper line and options whose locks / required characters can be met together."""
+    upper = draw(upper_lines(pool))
+    spare = [ch for ch in pool[24:] if ch not in upper]
+    heads = [i for i, ch in enumerate(upper) if not is_punct(ch) and upper.index(ch) == i]
+    last = max((i for i, ch in enumerate(upper) if not is_punct(ch)), default=-1)
+    heads = [h for h in heads if last < 0 or upper[h] != upper[last]]  # the tone-end group stays free
+    locked = draw(st.lists(st.sampled_from(heads), unique=True, max_size=3)) if heads else []
+    chars = draw(
+        st.lists(st.sampled_from(spare), unique=True, min_size=len(locked) + 2, max_size=len(locked) + 2)
+    )
+    lock_of = dict(zip(locked, chars, strict=False))
+    pattern = "".join(lock_of.get(upper.index(ch), "_") for ch in upper)
+    free = len([h for h in heads if h not in lock_of]) + (1 if last >= 0 else 0)
+    required = "".join(chars[len(locked) :][: max(0, min(2, free - 1))])
+    options = DecodeOptions(
+        n_best=draw(st.integers(1, 6)),
+        tone_mode=draw(st.sampled_from(["modern", "lenient"])),
+        locks=pattern if locked else None,
+        required_chars=required,
+        rhythm_weight=draw(st.sampled_from([0.0, 1.0, 5.0])),
+        three_level_weight=draw(st.sampled_from([0.0, 2.0])),
+    )
+    return upper, options
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_every_candidate_keeps_every_hard_rule_and_lock(decoder, vocab, data):
+    upper, options = data.draw(requests(han_chars(vocab)))
+    result = decoder.generate(upper, options)
+    assert 1 <= len(result.candidates) <= options.n_best
+    assert len({c.text for c in result.candidates}) == len(result.candidates)
+    assert ("哔" in result.unknown_chars) == ("哔" in upper)
+    for c in result.candidates:
+        report = check(upper, c.text, options.tone_mode)
+        assert report.hard_ok, (upper, c.text, report)
+        assert report.tone_end is not False, (upper, c.text)  # the decoder's tone table agrees
+        assert c.report == report.as_dict()
+        if options.locks:
+            assert all(lk == "_" or lk == ch for lk, ch in zip(options.locks, c.text, strict=True))
+        assert all(ch in c.text for ch in options.required_chars)
