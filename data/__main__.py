@@ -55,6 +55,7 @@ def make_config(args: argparse.Namespace) -> DataConfig:
     if args.no_near_dup:
         config.near_dup = False
     config.sources = tuple(s for s in config.sources if s.name in wanted - excluded)
+    config.validate()
     return config
 
 

@@ -38,6 +38,19 @@ class DataConfig:
     min_char_count: int = 2  # a character enters the vocabulary when seen this often in train
     seed: int = 0
 
+    def validate(self) -> None:
+        """Raise ValueError naming the first setting out of range."""
+        checks = {
+            "min-len": self.min_len >= 1,
+            "max-len": self.max_len >= self.min_len,
+            "valid-size": self.valid_size >= 0,
+            "max-lowers": self.max_lowers_per_upper >= 1,
+            "min-char-count": self.min_char_count >= 1,
+        }
+        for name, ok in checks.items():
+            if not ok:
+                raise ValueError(f"--{name} is out of range")
+
     def as_dict(self) -> dict[str, object]:
         d = asdict(self)
         d["sources"] = [asdict(s) for s in self.sources]

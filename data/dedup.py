@@ -49,6 +49,8 @@ class Deduper:
         pairs = list(unique)
         found = CharBatch(list(map(itemgetter(0), pairs))).lines_with(PUNCTUATION).tolist()
         punctuated = [pairs[i] for i in found]
+        if not punctuated:
+            return
         # One regex pass over all punctuated lines joined: C speed, no per-line call.
         stripped = _PUNCT_RE.sub("", "\n".join(map("\t".join, punctuated))).split("\n")
         first: dict[Pair, Pair] = {}

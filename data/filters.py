@@ -140,5 +140,6 @@ class PairFilter:
         dropped = masks.any(axis=0)
         first = masks.argmax(axis=0)[dropped]
         for idx, count in enumerate(np.bincount(first, minlength=len(REASONS)).tolist()):
-            self.counts[REASONS[idx]] += count
+            if count:
+                self.counts[REASONS[idx]] += count
         return list(itertools.compress(pairs, (~dropped).tolist()))

@@ -38,10 +38,7 @@ def _fold_whitespace(ch: str) -> str | None:
 
 def _fold_compat(ch: str) -> str:
     """NFKC, except that full-width Chinese punctuation (which NFKC turns ASCII) stays."""
-    if ch in PUNCTUATION:
-        return ch
-    folded = unicodedata.normalize("NFKC", ch)
-    return "".join(ASCII_TO_FULLWIDTH.get(c, c) for c in folded)
+    return ch if ch in PUNCTUATION else unicodedata.normalize("NFKC", ch)
 
 
 def _fold_punct(ch: str) -> str:

@@ -122,19 +122,20 @@ def normalise(pairs: list[Pair], norm: Normalizer) -> list[Pair]:
     return list(zip(uppers, lowers, strict=True))
 
 
-def read_test(config: DataConfig, report: dict) -> list[str]:
-    """The test lines exactly as given (raw text, one pair per line)."""
+def read_test(config: DataConfig, report: dict) -> tuple[list[str], Path | None]:
+    """The test lines exactly as given (raw text, one pair per line), and their file."""
     tests = [s for s in config.sources if s.role == "test"]
     if len(tests) > 1:
         raise ValueError("only one test source is supported")
     if not tests:
-        return []
+        return [], None
     files = source_files(config, tests[0])
     if len(files) != 1 or tests[0].kind == "jsonl":
         raise ValueError(f"test source {tests[0].name!r} must be exactly one TSV file, found {len(files)}")
-    lines = files[0].read_text(encoding="utf-8").splitlines()
+    text = files[0].read_text(encoding="utf-8").replace("\r\n", "\n").removesuffix("\n")
+    lines = text.split("\n") if text else []
     report["sources"][tests[0].name] = {"kind": "tsv", "files": [str(files[0])], "pairs_read": len(lines)}
-    return lines
+    return lines, files[0]
 
 
 def carve_valid(
@@ -159,6 +160,16 @@ def write_lines(path: Path, lines: list[str]) -> None:
     """Write atomically, so a reader never sees half a file."""
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    tmp.replace(path)
+
+
+def copy_file(source: Path | None, path: Path) -> None:
+    """The file byte for byte (an empty file when there is no source)."""
+    tmp = path.with_name(path.name + ".tmp")
+    if source is None:
+        tmp.write_bytes(b"")
+    else:
+        shutil.copyfile(source, tmp)
     tmp.replace(path)
 
 
@@ -236,7 +247,7 @@ def run(config: DataConfig) -> dict:
     config.out_dir.mkdir(parents=True, exist_ok=True)
     with timer("read"):
         sources = read_train_sources(config, report)
-        test_lines = read_test(config, report)
+        test_lines, test_file = read_test(config, report)
     norm = Normalizer(t2s=config.t2s)
     with timer("normalise"):
         sources = [(name, normalise(pairs, norm)) for name, pairs in sources]
@@ -265,7 +276,7 @@ def run(config: DataConfig) -> dict:
         train = shuffled(train, config.seed)
         write_pairs(config.out_dir / "train.tsv", train)
         write_pairs(config.out_dir / "valid.tsv", valid)
-        write_lines(config.out_dir / "test.tsv", test_lines)
+        copy_file(test_file, config.out_dir / "test.tsv")
         write_lines(
             config.out_dir / "test_leakfree.tsv", [t for t, f in zip(test_lines, leak, strict=True) if not f]
         )

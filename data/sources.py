@@ -13,11 +13,14 @@ import glob
 import gzip
 import json
 import os
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 Pair = tuple[str, str]
+# A line without a tab, or with two: then the slow, line-by-line path counts it.
+_NOT_ONE_TAB = re.compile(r"^[^\t\n]*$|\t[^\t\n]*\t", re.MULTILINE)
 KINDS = ("wb14123", "tsv", "jsonl", "feedback")
 
 
@@ -45,11 +48,13 @@ def _open_text(path: Path) -> Iterator[str]:
 def read_tsv(path: Path) -> Iterator[Pair | None]:
     opener = gzip.open if path.suffix == ".gz" else open
     with opener(path, "rt", encoding="utf-8", newline="\n") as fh:  # type: ignore[operator]
-        lines = fh.read().replace("\r\n", "\n").splitlines()
-    fields = "\t".join(lines).split("\t")
-    if len(fields) == 2 * len(lines):
-        # Exactly one tab per line (the usual case): pair the fields up in C.
-        yield from zip(fields[0::2], fields[1::2], strict=True)
+        text = fh.read().replace("\r\n", "\n")
+    text = text.removesuffix("\n")
+    lines = text.split("\n") if text else []
+    if not _NOT_ONE_TAB.search(text):
+        # Exactly one tab on every line (the usual case): pair the fields up in C.
+        fields = "\t".join(lines).split("\t")
+        yield from zip(fields[0::2], fields[1::2], strict=True) if text else ()
         return
     for line in lines:
         parts = line.split("\t")
