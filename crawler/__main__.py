@@ -37,8 +37,17 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--fast", action="store_true", help="no politeness delays (for loopback only)")
     p.add_argument("--cache", action="store_true", help="HTTP cache for development")
     p.add_argument("--start-url", action="append", default=[], help="start URL(s) instead of the default")
-    p.add_argument("-a", dest="spider_args", action="append", default=[], metavar="NAME=VALUE")
-    p.add_argument("-s", dest="settings", action="append", default=[], metavar="NAME=VALUE")
+    p.add_argument(
+        "-a",
+        dest="spider_args",
+        action="append",
+        default=[],
+        metavar="[SPIDER:]NAME=VALUE",
+        help="spider argument",
+    )
+    p.add_argument(
+        "-s", dest="settings", action="append", default=[], metavar="NAME=VALUE", help="Scrapy setting"
+    )
     return p.parse_args(argv)
 
 
@@ -114,8 +123,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     spider_args: dict[str, dict[str, Any]] = {name: {} for name in names}
     for pair in args.spider_args:
         key, _, value = pair.partition("=")
+        only, _, key = key.rpartition(":")  # "sina:start_urls=..." is for one spider
         for name in names:
-            spider_args[name][key] = value
+            if not only or only == name:
+                spider_args[name][key] = value
     if args.start_url:
         for name in names:
             spider_args[name]["start_urls"] = args.start_url

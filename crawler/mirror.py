@@ -395,6 +395,8 @@ class MirrorServer:
         self.latency = latency
         self.hits: Counter[str] = Counter()
         self.agents: Counter[str] = Counter()
+        self.first_hit: float | None = None  # time.monotonic() of the first and last request
+        self.last_hit: float | None = None
         self._lock = threading.Lock()
         self._server = _QuietServer(("127.0.0.1", port), self._handler())
         self._server.daemon_threads = True
@@ -418,6 +420,7 @@ class MirrorServer:
                 with mirror._lock:
                     mirror.hits[path] += 1
                     mirror.agents[self.headers.get("User-Agent", "")] += 1
+                    mirror.first_hit = mirror.first_hit or time.monotonic()
                 if mirror.latency:
                     time.sleep(mirror.latency)
                 page = mirror.site.pages.get(path) or Page(404, b"Not Found", {"Content-Type": "text/plain"})
@@ -427,6 +430,7 @@ class MirrorServer:
                 self.send_header("Content-Length", str(len(page.body)))
                 self.end_headers()
                 self.wfile.write(page.body)
+                mirror.last_hit = time.monotonic()
 
             def log_message(self, format: str, *args: Any) -> None:
                 pass

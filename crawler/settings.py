@@ -18,6 +18,7 @@ ROBOTSTXT_OBEY = True
 
 # Manners: one site at a time, gently.
 CONCURRENT_REQUESTS = 16
+CONCURRENT_ITEMS = 16  # a page holds a handful of pairs; 100 idle workers per page cost CPU
 CONCURRENT_REQUESTS_PER_DOMAIN = 2
 DOWNLOAD_DELAY = 2.0
 DOWNLOAD_DELAY_JITTER = 0.5  # ±50% around DOWNLOAD_DELAY

@@ -1,0 +1,96 @@
+"""Crawler throughput: pages per second crawling the local mirror (both spiders), with one
+process and with two processes sharing the crawl through Redis; each run is checked for
+every pair exactly once.
+
+Pages per second are counted by the mirror: pages served between its first and last
+request, so process start-up and the distributed idle wait before closing do not count.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from crawler.mirror import HAND_PAIRS, MirrorServer, Site, build_site, corpus_pairs
+from data.paths import ROOT
+
+SPIDERS = ("sina", "prose")
+
+
+def _cmd(out: Path, mirror: MirrorServer, site: Site, redis_url: str | None) -> list[str]:
+    cmd = [sys.executable, "-m", "crawler", *SPIDERS, "--fast", "--out", str(out), "-s", "LOG_LEVEL=WARNING"]
+    for name in SPIDERS:
+        cmd += ["-a", f"{name}:start_urls={mirror.url(site.start[name])}"]
+    cmd += ["-a", "prose:follow=/wenzhang/", "-a", "prose:depth=5"]
+    if redis_url:
+        cmd += ["--redis-url", redis_url]
+    return cmd
+
+
+def _crawl(site: Site, outs: list[Path], redis_url: str | None) -> dict[str, Any]:
+    with MirrorServer(site) as mirror:
+        start = time.monotonic()
+        procs = [subprocess.Popen(_cmd(out, mirror, site, redis_url), cwd=ROOT) for out in outs]
+        codes = [p.wait(timeout=1800) for p in procs]
+        wall = time.monotonic() - start
+    pages = sum(n for path, n in mirror.hits.items() if path.endswith(".html"))
+    span = (mirror.last_hit or 0) - (mirror.first_hit or 0)
+    exact = all(code == 0 for code in codes)
+    per_process = []
+    for name in SPIDERS:
+        pairs: list[tuple[str, str]] = []
+        for out in outs:
+            with (out / f"{name}.jsonl").open(encoding="utf-8") as f:
+                pairs += [(o["upper"], o["lower"]) for o in map(json.loads, f)]
+        exact &= len(pairs) == len(set(pairs)) and set(pairs) == site.expected[name]
+    for out in outs:
+        per_process.append(
+            sum(
+                json.loads((out / f"{n}.stats.json").read_text()).get("response_received_count", 0)
+                for n in SPIDERS
+            )
+        )
+    return {
+        "pages": pages,
+        "pages_per_s": pages / span,
+        "wall_s": wall,
+        "exact": exact,
+        "per_process": per_process,
+    }
+
+
+def run(args: Any) -> dict[str, object]:
+    n = 300 if args.quick else 3000
+    pairs = corpus_pairs(n, seed=1) or HAND_PAIRS
+    site = build_site(pairs, per_article=2 if args.quick else 4)
+    tmp = Path(tempfile.mkdtemp(prefix="bench-crawl-"))
+    try:
+        one = _crawl(site, [tmp / "one"], None)
+        figures: dict[str, object] = {
+            "mirror_pages": site.n_pages,
+            "mirror_pairs": sum(len(v) for v in site.expected.values()),
+            "one_process_pages_per_s": round(one["pages_per_s"], 1),
+            "one_process_exact": one["exact"],
+        }
+        if shutil.which("redis-server") is None:
+            figures["two_processes"] = "skipped: no redis-server"
+            return figures
+        from crawler.localredis import LocalRedis
+
+        with LocalRedis() as url:
+            two = _crawl(site, [tmp / "a", tmp / "b"], url)
+        figures.update(
+            two_processes_pages_per_s=round(two["pages_per_s"], 1),
+            two_processes_exact=two["exact"],
+            two_processes_pages_each=" / ".join(map(str, two["per_process"])),
+            speedup=round(two["pages_per_s"] / one["pages_per_s"], 2),
+        )
+        return figures
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
