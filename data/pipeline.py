@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import random
+import shutil
 import time
 from collections import Counter
 from collections.abc import Iterator
