@@ -24,21 +24,34 @@ SPIDERS = ("sina", "prose")
 
 
 def _cmd(out: Path, mirror: MirrorServer, site: Site, redis_url: str | None) -> list[str]:
-    cmd = [sys.executable, "-m", "crawler", *SPIDERS, "--fast", "--out", str(out), "-s", "LOG_LEVEL=WARNING"]
+    cmd = [sys.executable, "-m", "crawler", *SPIDERS, "--fast", "--out", str(out)]
     for name in SPIDERS:
         cmd += ["-a", f"{name}:start_urls={mirror.url(site.start[name])}"]
     cmd += ["-a", "prose:follow=/wenzhang/", "-a", "prose:depth=5"]
     if redis_url:
-        cmd += ["--redis-url", redis_url]
+        # A process that is early may wait a while for the first links to appear.
+        cmd += ["--redis-url", redis_url, "-s", "DISTRIBUTED_IDLE_CLOSE=5"]
     return cmd
 
 
 def _crawl(site: Site, outs: list[Path], redis_url: str | None) -> dict[str, Any]:
-    with MirrorServer(site) as mirror:
-        start = time.monotonic()
-        procs = [subprocess.Popen(_cmd(out, mirror, site, redis_url), cwd=ROOT) for out in outs]
+    # The mirror holds its answers until every process is up, so that all start together.
+    with MirrorServer(site, held=True) as mirror:
+        procs, logs = [], []
+        for out in outs:
+            out.mkdir(parents=True, exist_ok=True)
+            logs.append(out.parent / f"{out.name}.log")  # kept for a look after a failed run
+            with logs[-1].open("wb") as log:
+                cmd = _cmd(out, mirror, site, redis_url)
+                procs.append(subprocess.Popen(cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT))
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and any(p.poll() is None for p in procs):
+            opened = [log.read_text(errors="replace").count("Spider opened") for log in logs]
+            if min(opened) >= len(SPIDERS):
+                break
+            time.sleep(0.02)
+        mirror.release()
         codes = [p.wait(timeout=1800) for p in procs]
-        wall = time.monotonic() - start
     pages = sum(n for path, n in mirror.hits.items() if path.endswith(".html"))
     span = (mirror.last_hit or 0) - (mirror.first_hit or 0)
     exact = all(code == 0 for code in codes)
@@ -46,6 +59,8 @@ def _crawl(site: Site, outs: list[Path], redis_url: str | None) -> dict[str, Any
     for name in SPIDERS:
         pairs: list[tuple[str, str]] = []
         for out in outs:
+            if not (out / f"{name}.jsonl").exists():
+                continue
             with (out / f"{name}.jsonl").open(encoding="utf-8") as f:
                 pairs += [(o["upper"], o["lower"]) for o in map(json.loads, f)]
         exact &= len(pairs) == len(set(pairs)) and set(pairs) == site.expected[name]
@@ -53,13 +68,14 @@ def _crawl(site: Site, outs: list[Path], redis_url: str | None) -> dict[str, Any
         per_process.append(
             sum(
                 json.loads((out / f"{n}.stats.json").read_text()).get("response_received_count", 0)
+                if (out / f"{n}.stats.json").exists()
+                else 0
                 for n in SPIDERS
             )
         )
     return {
         "pages": pages,
         "pages_per_s": pages / span,
-        "wall_s": wall,
         "exact": exact,
         "per_process": per_process,
     }
@@ -93,4 +109,5 @@ def run(args: Any) -> dict[str, object]:
         )
         return figures
     finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+        if not getattr(args, "keep", False):
+            shutil.rmtree(tmp, ignore_errors=True)

@@ -48,6 +48,7 @@ class SharedQueueIdle:
         queue_cls = load_object(settings.get("SCHEDULER_QUEUE_CLASS", "scrapy_redis.queue.PriorityQueue"))
         key = settings.get("SCHEDULER_QUEUE_KEY", "%(spider)s:requests") % {"spider": spider.name}
         self.queue = queue_cls(server=self.server, spider=spider, key=key)
+        self.last_work = time.monotonic()
         self.loop.start(self.poll, now=False)
 
     def spider_closed(self, spider: Spider) -> None:

@@ -76,7 +76,7 @@ def redis_scheduler(crawler: Crawler) -> BaseScheduler:
     )
     scheduler.server.ping()
     scheduler.stats = crawler.stats
-    return scheduler  # type: ignore[no-any-return]
+    return scheduler
 
 
 class JournalScheduler(BaseScheduler):
@@ -86,7 +86,7 @@ class JournalScheduler(BaseScheduler):
         self.crawler = crawler
         self.stats = crawler.stats
         self.path = path
-        self.fingerprint = crawler.request_fingerprinter.fingerprint  # type: ignore[union-attr]
+        self.fingerprint = crawler.request_fingerprinter.fingerprint
         self.heap: list[tuple[int, int, str, Request]] = []
         self.known: set[str] = set()
         self.seq = 0
@@ -194,7 +194,7 @@ class JournalMiddleware:
         items = []
         async for obj in result:
             if isinstance(obj, Request):
-                self.crawler.engine.crawl(obj)  # type: ignore[union-attr]
+                self.crawler.engine.crawl(obj)
             else:
                 items.append(obj)
         finished: asyncio.Future[None] = asyncio.get_running_loop().create_future()

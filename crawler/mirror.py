@@ -390,9 +390,14 @@ class _QuietServer(ThreadingHTTPServer):
 class MirrorServer:
     """Serves a Site on 127.0.0.1 (a free port) from a thread; counts hits per path."""
 
-    def __init__(self, site: Site, latency: float = 0.0, port: int = 0) -> None:
+    def __init__(self, site: Site, latency: float = 0.0, port: int = 0, held: bool = False) -> None:
+        """``latency``: seconds added to every answer. ``held``: answer nothing until
+        ``release()`` (at most 60 s), so that several crawlers start at the same moment."""
         self.site = site
         self.latency = latency
+        self._open = threading.Event()
+        if not held:
+            self._open.set()
         self.hits: Counter[str] = Counter()
         self.agents: Counter[str] = Counter()
         self.first_hit: float | None = None  # time.monotonic() of the first and last request
@@ -420,6 +425,8 @@ class MirrorServer:
                 with mirror._lock:
                     mirror.hits[path] += 1
                     mirror.agents[self.headers.get("User-Agent", "")] += 1
+                mirror._open.wait(timeout=60)
+                with mirror._lock:
                     mirror.first_hit = mirror.first_hit or time.monotonic()
                 if mirror.latency:
                     time.sleep(mirror.latency)
@@ -436,6 +443,9 @@ class MirrorServer:
                 pass
 
         return Handler
+
+    def release(self) -> None:
+        self._open.set()
 
     def start(self) -> MirrorServer:
         self._thread = threading.Thread(target=self._server.serve_forever, name="mirror", daemon=True)

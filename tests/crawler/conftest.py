@@ -8,6 +8,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -65,3 +66,12 @@ def read_items(path: Path) -> list[dict[str, str]]:
 
 def pairs_of(items: list[dict[str, str]]) -> list[Pair]:
     return [(i["upper"], i["lower"]) for i in items]
+
+
+def wait_until_opened(logs: list[Path], procs: list[subprocess.Popen[bytes]], timeout: float = 60) -> None:
+    """Until every crawl has logged "Spider opened" (or one has ended)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and any(p.poll() is None for p in procs):
+        if all(log.exists() and "Spider opened" in log.read_text(errors="replace") for log in logs):
+            return
+        time.sleep(0.02)

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from crawler.mirror import MirrorServer, build_site
-from tests.crawler.conftest import Pair, crawl_cmd, pairs_of, popen, read_items
+from tests.crawler.conftest import Pair, crawl_cmd, pairs_of, popen, read_items, wait_until_opened
 
 pytestmark = [pytest.mark.slow, pytest.mark.redis]
 
@@ -16,7 +16,8 @@ pytestmark = [pytest.mark.slow, pytest.mark.redis]
 def test_two_processes_split_one_crawl(mirror_pairs: list[Pair], redis_url: str, tmp_path: Path) -> None:
     site = build_site(mirror_pairs, per_article=1)
     expected = site.expected["sina"]
-    with MirrorServer(site, latency=0.05) as mirror:
+    # The mirror answers nothing until both processes are up, so that both can get work.
+    with MirrorServer(site, latency=0.05, held=True) as mirror:
         procs = []
         for name in ("a", "b"):
             cmd = crawl_cmd(
@@ -24,6 +25,8 @@ def test_two_processes_split_one_crawl(mirror_pairs: list[Pair], redis_url: str,
                 "--redis-url", redis_url, settings=["CONCURRENT_REQUESTS=2"],
             )  # fmt: skip
             procs.append(popen(cmd, tmp_path / f"{name}.log"))
+        wait_until_opened([tmp_path / "a.log", tmp_path / "b.log"], procs)
+        mirror.release()
         for name, proc in zip("ab", procs, strict=True):
             assert proc.wait(timeout=120) == 0, (tmp_path / f"{name}.log").read_text()[-3000:]
     a, b = (pairs_of(read_items(tmp_path / n / "sina.jsonl")) for n in "ab")
