@@ -32,6 +32,8 @@ REASONS = (
     "sensitive",
 )
 
+EXAMPLES = 20
+
 
 def _punct_table() -> np.ndarray:
     table = np.zeros(MAX_CODE, dtype=bool)
@@ -48,6 +50,7 @@ class PairFilter:
     sensitive: SensitiveFilter | None = None
     counts: Counter[str] = field(default_factory=Counter)
     sensitive_hits: Counter[str] = field(default_factory=Counter)
+    sensitive_examples: list[list[str]] = field(default_factory=list)  # for a person to judge
 
     @staticmethod
     def reasons() -> tuple[str, ...]:
@@ -56,6 +59,11 @@ class PairFilter:
     def _sensitive_hits(self, upper: str, lower: str) -> list[str]:
         # The tab keeps a word from matching across the two lines.
         return self.sensitive.hits(upper + "\t" + lower) if self.sensitive is not None else []
+
+    def _record(self, pair: Pair, hits: list[str]) -> None:
+        self.sensitive_hits.update(hits)
+        if len(self.sensitive_examples) < EXAMPLES:
+            self.sensitive_examples.append([*pair, " ".join(hits)])
 
     def reason(self, upper: str, lower: str) -> str | None:
         """Why the pair is dropped (the first failing check, in REASONS order), or None."""
@@ -81,7 +89,7 @@ class PairFilter:
         if why is not None:
             self.counts[why] += 1
             if why == "sensitive":
-                self.sensitive_hits.update(self._sensitive_hits(upper, lower))
+                self._record((upper, lower), self._sensitive_hits(upper, lower))
         return why is None
 
     def _mask(self, n: int, lines: np.ndarray) -> np.ndarray:
@@ -129,7 +137,7 @@ class PairFilter:
                 hits = self._sensitive_hits(*pairs[i])
                 if hits:
                     mask[i] = True
-                    self.sensitive_hits.update(hits)
+                    self._record(pairs[i], hits)
         return mask
 
     def keep_batch(self, pairs: list[Pair]) -> list[Pair]:
@@ -137,9 +145,10 @@ class PairFilter:
         if not pairs:
             return []
         masks = np.stack(self._reason_masks(pairs))  # (reasons, pairs)
-        dropped = masks.any(axis=0)
+        dropped = np.asarray(masks.any(axis=0))
         first = masks.argmax(axis=0)[dropped]
         for idx, count in enumerate(np.bincount(first, minlength=len(REASONS)).tolist()):
             if count:
                 self.counts[REASONS[idx]] += count
-        return list(itertools.compress(pairs, (~dropped).tolist()))
+        keep: list[bool] = (~dropped).tolist()
+        return list(itertools.compress(pairs, keep))

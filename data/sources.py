@@ -41,43 +41,55 @@ class Source:
 
 def _open_text(path: Path) -> Iterator[str]:
     opener = gzip.open if path.suffix == ".gz" else open
-    with opener(path, "rt", encoding="utf-8", newline="\n") as fh:  # type: ignore[operator]
+    with opener(path, "rt", encoding="utf-8", newline="\n") as fh:
         yield from fh
 
 
-def read_tsv(path: Path) -> Iterator[Pair | None]:
+def read_tsv(path: Path) -> list[Pair | None]:
     opener = gzip.open if path.suffix == ".gz" else open
-    with opener(path, "rt", encoding="utf-8", newline="\n") as fh:  # type: ignore[operator]
+    with opener(path, "rt", encoding="utf-8", newline="\n") as fh:
         text = fh.read().replace("\r\n", "\n")
     text = text.removesuffix("\n")
     lines = text.split("\n") if text else []
     if not _NOT_ONE_TAB.search(text):
         # Exactly one tab on every line (the usual case): pair the fields up in C.
         fields = "\t".join(lines).split("\t")
-        yield from zip(fields[0::2], fields[1::2], strict=True) if text else ()
-        return
-    for line in lines:
-        parts = line.split("\t")
-        yield (parts[0], parts[1]) if len(parts) == 2 else None
+        return list(zip(fields[0::2], fields[1::2], strict=True)) if text else []
+    return [_tsv_line(line) for line in lines]
 
 
-def read_jsonl(path: Path) -> Iterator[Pair | None]:
-    for line in _open_text(path):
-        try:
-            obj = json.loads(line)
-            yield (str(obj["upper"]), str(obj["lower"]))
-        except (ValueError, KeyError, TypeError):
-            yield None
+def _tsv_line(line: str) -> Pair | None:
+    parts = line.split("\t")
+    return (parts[0], parts[1]) if len(parts) == 2 else None
 
 
-def read_wb14123(folder: Path, split: str) -> Iterator[Pair | None]:
-    """The release layout: in.txt and out.txt line by line, characters space-separated."""
-    ins, outs = _open_text(folder / split / "in.txt"), _open_text(folder / split / "out.txt")
-    for upper, lower in zip(ins, outs, strict=False):
-        yield upper.replace(" ", "").strip(), lower.replace(" ", "").strip()
+def read_jsonl(path: Path) -> list[Pair | None]:
+    return [_jsonl_line(line) for line in _open_text(path) if line.strip()]
 
 
-def read_source(source: Source, path: Path) -> Iterator[Pair | None]:
+def _jsonl_line(line: str) -> Pair | None:
+    try:
+        obj = json.loads(line)
+        return (str(obj["upper"]), str(obj["lower"]))
+    except (ValueError, KeyError, TypeError):
+        return None
+
+
+def read_wb14123(folder: Path, split: str) -> list[Pair | None]:
+    """The release layout: in.txt and out.txt line by line, characters space-separated.
+
+    Spaces are removed here because they separate characters in this layout; a file
+    longer than the other is reported as malformed lines.
+    """
+    ins = list(_open_text(folder / split / "in.txt"))
+    outs = list(_open_text(folder / split / "out.txt"))
+    pairs: list[Pair | None] = [
+        (u.replace(" ", "").strip(), w.replace(" ", "").strip()) for u, w in zip(ins, outs, strict=False)
+    ]
+    return pairs + [None] * abs(len(ins) - len(outs))
+
+
+def read_source(source: Source, path: Path) -> list[Pair | None]:
     if source.kind == "wb14123":
         return read_wb14123(path, source.split)
     if source.kind == "jsonl":
