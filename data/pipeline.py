@@ -104,11 +104,9 @@ def read_train_sources(config: DataConfig, report: dict) -> list[tuple[str, list
         if source.role != "train":
             continue
         files = source_files(config, source)
-        read = (
-            [pair for path in files for pair in read_source(source, path)]
-            if len(files) > 1
-            else (read_source(source, files[0]) if files else [])
-        )
+        read: list[Pair | None] = []
+        for path in files:
+            read.extend(read_source(source, path))
         malformed = read.count(None)
         pairs = [p for p in read if p is not None] if malformed else cast(list[Pair], read)
         report["sources"][source.name] = {
