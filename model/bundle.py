@@ -103,6 +103,17 @@ def _swap(new: Path, out: Path) -> None:
         shutil.rmtree(old, ignore_errors=True)
 
 
+def install_bundle(src: str | os.PathLike[str], dst: str | os.PathLike[str]) -> Path:
+    """Copy the bundle folder ``src`` over ``dst`` (e.g. ``models/default``), swapping atomically."""
+    out = Path(dst)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    shutil.rmtree(tmp)
+    shutil.copytree(src, tmp)
+    _swap(tmp, out)
+    return out
+
+
 def _read_text(path: Path) -> str:
     return path.read_text(encoding="utf-8") if path.exists() else ""
 

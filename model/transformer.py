@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, fields, replace
+from typing import cast
 
 import torch
 import torch.nn.functional as F
@@ -186,6 +187,9 @@ class CoupletTransformer(nn.Module):
                 if name.endswith("out.weight") or name.endswith("ff.3.weight"):
                     nn.init.normal_(p, std=scale)
 
+    def decoder_layers(self) -> list[DecoderLayer]:
+        return [cast(DecoderLayer, layer) for layer in self.decoder]
+
     def num_parameters(self) -> int:
         return sum(p.numel() for p in self.parameters())
 
@@ -239,7 +243,7 @@ class CoupletTransformer(nn.Module):
         b, h = memory.size(0), self.cfg.n_heads
         dh = self.cfg.d_model // h
         layers = []
-        for layer in self.decoder:
+        for layer in self.decoder_layers():
             ck, cv = layer.cross_attn.keys_values(memory)  # (B, H, S, dh)
             buf = memory.new_zeros(2, b, h, self.cfg.max_len, dh)
             layers.append(LayerCache(buf[0], buf[1], ck, cv))
@@ -252,7 +256,7 @@ class CoupletTransformer(nn.Module):
             raise ValueError(f"position {pos} outside 0..{self.cfg.max_len - 1}")
         al = None if cache.aligned is None else cache.aligned[:, pos : pos + 1]
         x = self._tgt_input(prev[:, None], pos, al)  # (B, 1, d)
-        for layer, lc in zip(self.decoder, cache.layers, strict=True):
+        for layer, lc in zip(self.decoder_layers(), cache.layers, strict=True):
             x = layer.step(x, lc, pos, cache.mem_mask)
         return self.head(self.dec_norm(x))[:, 0]  # (B, V)
 

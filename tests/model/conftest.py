@@ -26,3 +26,15 @@ def vocab(tmp_path_factory: pytest.TempPathFactory, pairs: list[tuple[str, str]]
     prefix = tmp_path_factory.mktemp("spm") / "spm"
     lines = [x for pair in pairs for x in pair]
     return Vocab.train(lines, prefix, vocab_size=0)
+
+
+@pytest.fixture(scope="session")
+def data_folder(tmp_path_factory: pytest.TempPathFactory, pairs: list[tuple[str, str]], vocab: Vocab) -> Path:
+    """A data-stage folder made of the fixtures: train = valid = test (for memorisation tests)."""
+    folder = tmp_path_factory.mktemp("data")
+    text = "".join(f"{u}\t{lo}\n" for u, lo in pairs)
+    for name in ("train.tsv", "valid.tsv", "test.tsv"):
+        (folder / name).write_text(text, encoding="utf-8")
+    (folder / "test_leak.txt").write_text("".join("1\n" if i % 2 else "0\n" for i in range(len(pairs))))
+    (folder / "spm.model").write_bytes(vocab.to_bytes())
+    return folder

@@ -1,0 +1,273 @@
+"""`make eval`: BLEU-1/2/4, perplexity, rule compliance and diversity on the wb14123 test set.
+
+    python -m model.evaluate [--model models/default] [--limit 500] [--no-rules] [--beam-size 10]
+
+Reported on the full test set and on its leak-free part (test pairs whose upper line is
+not a training upper line), beside the human reference lines' own rule rates. Writes
+``eval.json`` and ``eval.md`` under ``--out`` (default ``work/eval/<model name>``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from collections.abc import Callable, Iterable
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import torch
+from sacrebleu.metrics import BLEU
+
+from data.paths import data_dir, default_model_dir, work_dir
+from data.vocab import Vocab
+from model.greedy import greedy
+from model.rules import HARD_RULES, check
+from model.scoring import mean_nll
+from model.transformer import CoupletTransformer
+
+Decode = Callable[[list[str]], list[str]]
+
+
+def bleu_scores(hyps: list[str], refs: list[str]) -> dict[str, float]:
+    return {
+        f"bleu{n}": round(BLEU(tokenize="zh", max_ngram_order=n).corpus_score(hyps, [refs]).score, 2)
+        for n in (1, 2, 4)
+    }
+
+
+def rule_rates(uppers: list[str], lowers: list[str], tone_mode: str) -> dict[str, float]:
+    """Share of pairs passing each rule; tone_end and rhythm over the pairs where they apply."""
+    reports = [check(u, lo, tone_mode) for u, lo in zip(uppers, lowers, strict=True)]
+    n = max(len(reports), 1)
+    rates = {name: sum(bool(getattr(r, name)) for r in reports) / n for name in HARD_RULES}
+    rates["hard_ok"] = sum(r.hard_ok for r in reports) / n
+    tone = [r.tone_end for r in reports if r.tone_end is not None]
+    rates["tone_end"] = sum(tone) / len(tone) if tone else math.nan
+    rhythm = [r.rhythm for r in reports if r.rhythm is not None]
+    rates["rhythm"] = sum(rhythm) / len(rhythm) if rhythm else math.nan
+    rates["no_three_level_tail"] = sum(r.no_three_level_tail for r in reports) / n
+    return {k: round(100 * v, 2) for k, v in rates.items()}
+
+
+def distinct(lines: list[str], n: int) -> float:
+    grams = [line[i : i + n] for line in lines for i in range(len(line) - n + 1)]
+    return round(len(set(grams)) / max(len(grams), 1), 4)
+
+
+def perplexity(model: CoupletTransformer, vocab: Vocab, pairs: list[tuple[str, str]]) -> float:
+    from model.train import PairData  # the same encoding and batching as training
+
+    data = PairData(pairs, vocab, model.cfg.max_len, batch_tokens=4096)
+    with torch.no_grad():
+        return round(math.exp(mean_nll(model, data.fixed_batches(list(range(len(data)))))), 2)
+
+
+def score_split(
+    model: CoupletTransformer,
+    vocab: Vocab,
+    pairs: list[tuple[str, str]],
+    hyps: list[str],
+    train_lowers: set[str],
+    tone_mode: str,
+) -> dict[str, Any]:
+    uppers, refs = [u for u, _ in pairs], [lo for _, lo in pairs]
+    return {
+        "pairs": len(pairs),
+        **bleu_scores(hyps, refs),
+        "perplexity": perplexity(model, vocab, pairs),
+        "distinct1": distinct(hyps, 1),
+        "distinct2": distinct(hyps, 2),
+        "verbatim_train_lower": round(100 * sum(h in train_lowers for h in hyps) / max(len(hyps), 1), 2),
+        "rules_model": rule_rates(uppers, hyps, tone_mode),
+        "rules_human": rule_rates(uppers, refs, tone_mode),
+    }
+
+
+def make_decoder(model: CoupletTransformer, vocab: Vocab, options: Any, use_greedy: bool) -> Decode:
+    """Top candidate of ``model.decode.Decoder`` (or plain greedy decoding when asked or absent)."""
+    if not use_greedy:
+        try:
+            from model.decode import Decoder
+        except ImportError:
+            print("note: model.decode is not available; using greedy decoding", file=sys.stderr)
+        else:
+            decoder = Decoder(model, vocab)
+
+            def top(uppers: list[str]) -> list[str]:
+                out: list[str] = []
+                for i in range(0, len(uppers), 64):
+                    results = decoder.generate_batch(uppers[i : i + 64], options)
+                    out.extend(r.candidates[0].text if r.candidates else "" for r in results)
+                return out
+
+            return top
+    return lambda uppers: greedy(model, vocab, uppers)
+
+
+def read_flags(path: Path, n: int) -> list[bool] | None:
+    if not path.exists():
+        return None
+    flags = [line.strip() == "1" for line in path.read_text().splitlines() if line.strip()]
+    return flags if len(flags) >= n else None
+
+
+def evaluate_files(
+    model: CoupletTransformer,
+    vocab: Vocab,
+    folder: Path,
+    limit: int | None = None,
+    train_lowers: Iterable[str] = (),
+    options: Any = None,
+    use_greedy: bool = False,
+) -> dict[str, Any]:
+    """Decode the test set once; score it whole and its leak-free part."""
+    from model.train import read_tsv
+
+    tone_mode = getattr(options, "tone_mode", "modern")
+    test_path = folder / "test.tsv"
+    if not test_path.is_file():
+        raise FileNotFoundError(f"missing {test_path}; run `make data` first")
+    test = read_tsv(test_path)[: limit or None]
+    decode = make_decoder(model.eval(), vocab, options, use_greedy)
+    hyps = decode([u for u, _ in test])
+    lowers = set(train_lowers)
+    flags = read_flags(folder / "test_leak.txt", len(test))
+    result: dict[str, Any] = {"full": score_split(model, vocab, test, hyps, lowers, tone_mode)}
+    if flags is not None:
+        keep = [i for i in range(len(test)) if not flags[i]]
+        result["leakfree"] = score_split(
+            model, vocab, [test[i] for i in keep], [hyps[i] for i in keep], lowers, tone_mode
+        )
+    result["options"] = (
+        asdict(options) if options is not None and hasattr(options, "__dataclass_fields__") else {}
+    )
+    result["decoder"] = "greedy" if use_greedy else "model.decode"
+    result["examples"] = [
+        {"upper": u, "reference": lo, "model": h} for (u, lo), h in list(zip(test, hyps, strict=True))[:10]
+    ]
+    result["summary"] = summary(result)
+    return result
+
+
+def summary(result: dict[str, Any]) -> dict[str, float]:
+    flat: dict[str, float] = {}
+    for split in ("full", "leakfree"):
+        r = result.get(split)
+        if not r:
+            continue
+        for key in (
+            "bleu1",
+            "bleu2",
+            "bleu4",
+            "perplexity",
+            "distinct1",
+            "distinct2",
+            "verbatim_train_lower",
+        ):
+            flat[f"{split}_{key}"] = r[key]
+        for key in ("hard_ok", "tone_end"):
+            flat[f"{split}_{key}_model"] = r["rules_model"][key]
+            flat[f"{split}_{key}_human"] = r["rules_human"][key]
+    return flat
+
+
+def markdown(result: dict[str, Any]) -> str:
+    splits = [s for s in ("full", "leakfree") if s in result]
+    head = "| figure | " + " | ".join(f"{s} ({result[s]['pairs']} pairs)" for s in splits) + " |"
+    lines = [head, "|---|" + "---|" * len(splits)]
+    for key in ("bleu1", "bleu2", "bleu4", "perplexity", "distinct1", "distinct2", "verbatim_train_lower"):
+        lines.append(f"| {key} | " + " | ".join(str(result[s][key]) for s in splits) + " |")
+    for rule in result[splits[0]]["rules_model"]:
+        cells = [f"{result[s]['rules_model'][rule]} (human {result[s]['rules_human'][rule]})" for s in splits]
+        lines.append(f"| rule {rule} % | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def load_any(path: Path) -> tuple[CoupletTransformer, Vocab]:
+    """A bundle folder or a checkpoint file."""
+    if path.is_dir():
+        from model.bundle import load_bundle
+
+        b = load_bundle(path)
+        return b.model, b.vocab
+    from model.checkpoint import load_model
+
+    model, vocab, _ = load_model(path)
+    return model, vocab
+
+
+def decode_options(args: argparse.Namespace) -> Any:
+    try:
+        from model.decode import DecodeOptions
+    except ImportError:
+        return None
+    opts = {
+        "n_best": args.n_best,
+        "beam_size": args.beam_size,
+        "rules": args.rules,
+        "tone_mode": args.tone_mode,
+    }
+    if args.rhythm_weight is not None:
+        opts["rhythm_weight"] = args.rhythm_weight
+    if args.three_level_weight is not None:
+        opts["three_level_weight"] = args.three_level_weight
+    return DecodeOptions(**opts)
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m model.evaluate", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+    p.add_argument(
+        "--model", type=Path, default=None, help="bundle folder or checkpoint (default models/default)"
+    )
+    p.add_argument(
+        "--data-dir", type=Path, default=None, help="folder with test.tsv, test_leak.txt, train.tsv"
+    )
+    p.add_argument("--limit", type=int, default=None, help="only the first N test pairs")
+    p.add_argument("--out", type=Path, default=None, help="where eval.json and eval.md go")
+    p.add_argument("--n-best", type=int, default=1)
+    p.add_argument("--beam-size", type=int, default=10)
+    p.add_argument(
+        "--rules", action=argparse.BooleanOptionalAction, default=True, help="couplet rules in decoding"
+    )
+    p.add_argument("--tone-mode", default="modern", choices=["modern", "lenient", "classical"])
+    p.add_argument("--rhythm-weight", type=float, default=None)
+    p.add_argument("--three-level-weight", type=float, default=None)
+    p.add_argument("--greedy", action="store_true", help="plain greedy decoding instead of model.decode")
+    return p.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    model_path = args.model or default_model_dir()
+    folder = args.data_dir or data_dir()
+    if not model_path.exists():
+        print(f"error: no model at {model_path}; run `make train` or pass --model", file=sys.stderr)
+        return 2
+    if args.limit is not None and args.limit <= 0:
+        print("error: --limit must be positive", file=sys.stderr)
+        return 2
+    try:
+        model, vocab = load_any(model_path)
+        train_path = folder / "train.tsv"
+        from model.train import read_tsv
+
+        lowers = [lo for _, lo in read_tsv(train_path)] if train_path.exists() else []
+        result = evaluate_files(model, vocab, folder, args.limit, lowers, decode_options(args), args.greedy)
+    except (FileNotFoundError, ValueError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    out = args.out or work_dir() / "eval" / model_path.name
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "eval.json").write_text(json.dumps(result, ensure_ascii=False, indent=1), encoding="utf-8")
+    (out / "eval.md").write_text(markdown(result), encoding="utf-8")
+    print(markdown(result))
+    print(f"written to {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

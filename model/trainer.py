@@ -1,0 +1,423 @@
+"""A generic sequence-to-sequence training loop: it knows batches, a loss, and hooks, not couplets.
+
+Resumable: every checkpoint carries optimizer, RNG and position-in-epoch state, and the
+batch order is a pure function of (seed, epoch), so a run killed and started again with
+the same command ends with the same weights as an uninterrupted one. Runs under
+``torchrun`` as DDP (gloo on CPU, NCCL on CUDA), each rank taking every world-th batch.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+import os
+import time
+from collections.abc import Callable, Iterator
+from contextlib import nullcontext
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any, Protocol
+
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+from torch import nn
+from tqdm import tqdm
+
+from model.batching import Batch, prefetch
+from model.checkpoint import load_checkpoint
+from model.transformer import PAD_ID
+
+
+@dataclass
+class TrainConfig:
+    lr: float = 1e-3
+    min_lr_ratio: float = 0.05  # cosine decay ends at lr * min_lr_ratio
+    warmup_steps: int = 400
+    weight_decay: float = 0.01
+    beta2: float = 0.98
+    label_smoothing: float = 0.1
+    clip_norm: float = 1.0
+    batch_tokens: int = 4096  # padded source + target tokens per batch (per rank)
+    max_steps: int = 0  # 0: no step limit
+    max_minutes: float = 0.0  # wall-clock training budget across resumes; 0: none
+    max_epochs: int = 0  # 0: no epoch limit
+    eval_every: int = 500
+    save_every: int = 500
+    keep_last: int = 3
+    patience: int = 0  # evaluations without improvement before stopping; 0: never
+    seed: int = 1234
+    amp: str = "auto"  # bf16 autocast: "bf16", "off", or "auto" (on where bf16 matmuls are fast)
+    threads: int = 0  # torch threads on CPU; 0: leave as is
+    log_every: int = 50
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> TrainConfig:
+        known = {f.name for f in fields(cls)}
+        unknown = set(d) - known
+        if unknown:
+            raise ValueError(f"unknown training option(s): {', '.join(sorted(unknown))}")
+        return cls(**d)
+
+
+class PairSource(Protocol):
+    """Where batches come from: index lists per epoch, and how to turn one into tensors."""
+
+    def epoch_batches(self, epoch: int, seed: int) -> list[list[int]]: ...
+
+    def collate(self, indices: list[int]) -> Batch: ...
+
+
+@dataclass
+class Dist:
+    rank: int = 0
+    world: int = 1
+    local_rank: int = 0
+
+    @property
+    def main(self) -> bool:
+        return self.rank == 0
+
+    @classmethod
+    def from_env(cls) -> Dist:
+        return cls(
+            int(os.environ.get("RANK", 0)),
+            int(os.environ.get("WORLD_SIZE", 1)),
+            int(os.environ.get("LOCAL_RANK", 0)),
+        )
+
+
+@dataclass
+class TrainState:
+    step: int = 0
+    epoch: int = 0
+    batch_pos: int = 0  # index of the next batch in this epoch's list (before rank split)
+    pairs_seen: int = 0
+    elapsed: float = 0.0  # training seconds, summed across resumes
+    best: float = math.inf  # best validation metric (lower is better)
+    bad_evals: int = 0
+    stop_reason: str = ""
+
+
+@dataclass
+class Hooks:
+    """What the caller plugs in: validation, saving, and progress text."""
+
+    evaluate: Callable[[nn.Module], dict[str, float]] | None = None
+    save: Callable[..., object] | None = None  # save(path, model, **state)
+    metric: str = "valid_loss"  # the key of evaluate()'s result that early stopping watches
+    on_log: Callable[[dict[str, Any]], None] | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def use_bf16(amp: str, device: torch.device) -> bool:
+    """Whether to autocast to bf16. "auto": on CUDA with bf16 support; on a CPU only when a bf16
+    matmul beats fp32 (CPUs without AVX512-BF16/AMX emulate it, about 100x slower)."""
+    if amp not in ("auto", "bf16", "off"):
+        raise ValueError(f"amp must be auto, bf16 or off, not {amp!r}")
+    if amp != "auto":
+        return amp == "bf16"
+    if device.type == "cuda":
+        return torch.cuda.is_bf16_supported()
+    return bf16_matmul_speedup() > 1.0
+
+
+def bf16_matmul_speedup(n: int = 256, repeat: int = 5) -> float:
+    """fp32 time / bf16 time of an n×n matmul on this CPU (a few milliseconds)."""
+    times = {}
+    for dtype in (torch.float32, torch.bfloat16):
+        a = torch.randn(n, n).to(dtype)
+        a @ a
+        t0 = time.perf_counter()
+        for _ in range(repeat):
+            a @ a
+        times[dtype] = time.perf_counter() - t0
+    return times[torch.float32] / times[torch.bfloat16]
+
+
+def seq2seq_loss(model: nn.Module, batch: Batch, label_smoothing: float) -> torch.Tensor:
+    logits = model(batch.src, batch.tgt_in)  # (B, T, V)
+    return F.cross_entropy(
+        logits.flatten(0, 1).float(),
+        batch.tgt_out.flatten(),
+        ignore_index=PAD_ID,
+        label_smoothing=label_smoothing,
+    )
+
+
+def lr_factor(cfg: TrainConfig, step: int, progress: float) -> float:
+    """Linear warm-up over ``warmup_steps``, then cosine decay over ``progress`` in [0, 1]."""
+    if step < cfg.warmup_steps:
+        return (step + 1) / cfg.warmup_steps
+    p = min(max(progress, 0.0), 1.0)
+    return cfg.min_lr_ratio + (1 - cfg.min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * p))
+
+
+def make_optimizer(model: nn.Module, cfg: TrainConfig) -> torch.optim.AdamW:
+    decay = [p for n, p in model.named_parameters() if p.dim() >= 2 and "embed" not in n and "pos" not in n]
+    rest = [
+        p for n, p in model.named_parameters() if not (p.dim() >= 2 and "embed" not in n and "pos" not in n)
+    ]
+    groups = [{"params": decay, "weight_decay": cfg.weight_decay}, {"params": rest, "weight_decay": 0.0}]
+    return torch.optim.AdamW(groups, lr=cfg.lr, betas=(0.9, cfg.beta2), eps=1e-8)
+
+
+class Trainer:
+    def __init__(
+        self,
+        model: nn.Module,
+        cfg: TrainConfig,
+        data: PairSource,
+        out_dir: str | os.PathLike[str],
+        hooks: Hooks,
+        device: torch.device,
+        dist_info: Dist | None = None,
+    ) -> None:
+        self.raw = model.to(device)
+        self.cfg, self.data, self.hooks, self.device = cfg, data, hooks, device
+        self.out = Path(out_dir)
+        self.dist = dist_info or Dist()
+        self.model: nn.Module = model
+        if self.dist.world > 1:
+            ids = [device.index] if device.type == "cuda" else None
+            self.model = nn.parallel.DistributedDataParallel(model, device_ids=ids)
+        self.opt = make_optimizer(self.raw, cfg)
+        self.state = TrainState()
+        self.ckpt_dir = self.out / "checkpoints"
+        self.bf16 = use_bf16(cfg.amp, device)
+
+    # ---- checkpoints ---------------------------------------------------------------
+
+    def checkpoints(self) -> list[Path]:
+        return sorted(self.ckpt_dir.glob("step-*.pt"))
+
+    def resume(self) -> bool:
+        """Continue from the newest checkpoint in ``out_dir``, if any."""
+        found = self.checkpoints()
+        if not found:
+            return False
+        ckpt = load_checkpoint(found[-1])
+        self.raw.load_state_dict(ckpt["state_dict"])
+        self.opt.load_state_dict(ckpt["optimizer"])
+        self.state = TrainState(**ckpt["trainer"])
+        torch.set_rng_state(ckpt["rng"]["torch"])
+        if self.device.type == "cuda" and "cuda" in ckpt["rng"]:
+            torch.cuda.set_rng_state(ckpt["rng"]["cuda"], self.device)
+        _truncate_csv(self.out / "train_log.csv", self.state.step)
+        _truncate_csv(self.out / "valid_log.csv", self.state.step)
+        return True
+
+    def save_checkpoint(self) -> None:
+        if not self.dist.main or self.hooks.save is None:
+            return
+        rng = {"torch": torch.get_rng_state()}
+        if self.device.type == "cuda":
+            rng["cuda"] = torch.cuda.get_rng_state(self.device)
+        path = self.ckpt_dir / f"step-{self.state.step:08d}.pt"
+        self.hooks.save(
+            path,
+            self.raw,
+            step=self.state.step,
+            best_valid=self.state.best,
+            optimizer=self.opt.state_dict(),
+            trainer=asdict(self.state),
+            rng=rng,
+            train_config=asdict(self.cfg),
+        )
+        for old in self.checkpoints()[: -self.cfg.keep_last]:
+            old.unlink(missing_ok=True)
+
+    # ---- the loop ------------------------------------------------------------------
+
+    def batches(self, epoch: int, start: int) -> Iterator[Batch]:
+        """This rank's batches from (epoch, start) onwards; runs on the prefetch thread, so it
+        only reads the state: the loop records each batch's ``where`` after its step."""
+        while not self.cfg.max_epochs or epoch < self.cfg.max_epochs:
+            order = self.data.epoch_batches(epoch, self.cfg.seed)
+            usable = len(order) - len(order) % self.dist.world
+            for pos in range(start, usable, self.dist.world):
+                batch = self.data.collate(order[pos + self.dist.rank])
+                batch.where = (epoch, pos)
+                yield batch
+            epoch, start = epoch + 1, 0
+
+    def autocast(self) -> Any:
+        if not self.bf16:
+            return nullcontext()
+        return torch.autocast(self.device.type, dtype=torch.bfloat16)
+
+    def train_step(self, batch: Batch) -> float:
+        self.model.train()
+        with self.autocast():
+            loss = seq2seq_loss(self.model, batch, self.cfg.label_smoothing)
+        self.opt.zero_grad(set_to_none=True)
+        loss.backward()
+        if self.cfg.clip_norm:
+            nn.utils.clip_grad_norm_(self.raw.parameters(), self.cfg.clip_norm)
+        self.opt.step()
+        return float(loss.detach())
+
+    def progress(self) -> float:
+        parts = [0.0]
+        if self.cfg.max_steps:
+            parts.append(self.state.step / self.cfg.max_steps)
+        if self.cfg.max_minutes:
+            parts.append(self.state.elapsed / (60 * self.cfg.max_minutes))
+        return max(parts)
+
+    def set_lr(self) -> float:
+        lr = self.cfg.lr * lr_factor(self.cfg, self.state.step, self.progress())
+        for g in self.opt.param_groups:
+            g["lr"] = lr
+        return lr
+
+    def synced_elapsed(self, seconds: float) -> float:
+        """Training time agreed by all ranks (the slowest), so they schedule and stop alike."""
+        if self.dist.world == 1:
+            return seconds
+        t = torch.tensor([seconds], dtype=torch.float64)
+        dist.all_reduce(t, op=dist.ReduceOp.MAX)
+        return float(t.item())
+
+    def should_stop(self) -> bool:
+        s, c = self.state, self.cfg
+        if c.max_steps and s.step >= c.max_steps:
+            s.stop_reason = "max_steps"
+        elif c.max_minutes and s.elapsed >= 60 * c.max_minutes:
+            s.stop_reason = "max_minutes"
+        elif c.patience and s.bad_evals >= c.patience:
+            s.stop_reason = "early_stopping"
+        return bool(s.stop_reason)
+
+    def run(self) -> TrainState:
+        self.state.stop_reason = ""
+        if self.should_stop():
+            return self.state
+        total = self.cfg.max_steps or None
+        bar = tqdm(
+            total=total, initial=self.state.step, disable=not self.dist.main, mininterval=10, desc="train"
+        )
+        window = _Window(self.state.elapsed)
+        pin = self.device.type == "cuda"
+        start, base = time.perf_counter(), self.state.elapsed
+        for batch in prefetch(self.batches(self.state.epoch, self.state.batch_pos), pin=pin):
+            batch = batch.to(self.device, non_blocking=pin)
+            lr = self.set_lr()
+            loss = self.train_step(batch)
+            s = self.state
+            s.step, s.epoch, s.batch_pos = s.step + 1, batch.where[0], batch.where[1] + self.dist.world
+            s.pairs_seen += batch.size * self.dist.world
+            s.elapsed = self.synced_elapsed(base + time.perf_counter() - start)
+            window.add(loss, batch.size * self.dist.world, s.elapsed)
+            bar.update(1)
+            if s.step % self.cfg.log_every == 0:
+                self.log_train(lr, window, bar)
+            if s.step % self.cfg.eval_every == 0:
+                self.validate()
+            if self.should_stop() or s.step % self.cfg.save_every == 0:
+                self.save_checkpoint()
+            if s.stop_reason:
+                break
+        bar.close()
+        self.state.stop_reason = self.state.stop_reason or "max_epochs"
+        if self.state.step % self.cfg.eval_every:
+            self.validate()
+        self.save_checkpoint()
+        return self.state
+
+    # ---- validation and logs -------------------------------------------------------
+
+    def validate(self) -> dict[str, float]:
+        if self.hooks.evaluate is None:
+            return {}
+        t0 = time.perf_counter()
+        self.model.eval()
+        with torch.no_grad(), self.autocast():
+            metrics = self.hooks.evaluate(self.raw)
+        self.model.train()
+        value = metrics.get(self.hooks.metric, math.inf)
+        if value < self.state.best:
+            self.state.best, self.state.bad_evals = value, 0
+            if self.dist.main and self.hooks.save is not None:
+                self.hooks.save(self.out / "best.pt", self.raw, step=self.state.step, best_valid=value)
+        else:
+            self.state.bad_evals += 1
+        row = {"step": self.state.step, "minutes": round(self.state.elapsed / 60, 3), **metrics}
+        row["eval_seconds"] = round(time.perf_counter() - t0, 2)
+        if self.dist.main:
+            _append_csv(self.out / "valid_log.csv", row)
+            tqdm.write("valid " + " ".join(f"{k}={_fmt(v)}" for k, v in row.items()))
+        return metrics
+
+    def log_train(self, lr: float, window: _Window, bar: tqdm) -> None:
+        loss, rate = window.mean_loss(), window.rate()
+        window.reset()
+        s = self.state
+        row = {
+            "step": s.step,
+            "epoch": s.epoch,
+            "minutes": round(s.elapsed / 60, 3),
+            "pairs_seen": s.pairs_seen,
+            "lr": lr,
+            "train_loss": round(loss, 4),
+            "pairs_per_s": round(rate, 1),
+        }
+        bar.set_postfix(loss=f"{loss:.3f}", pairs_s=f"{rate:.0f}", refresh=False)
+        if self.dist.main:
+            _append_csv(self.out / "train_log.csv", row)
+            if self.hooks.on_log:
+                self.hooks.on_log(row)
+
+
+class _Window:
+    """Mean loss and pairs per second since the last log line."""
+
+    def __init__(self, elapsed: float) -> None:
+        self.t_end = elapsed
+        self.reset()
+
+    def reset(self) -> None:
+        self.losses: list[float] = []
+        self.pairs = 0
+        self.t_start = self.t_end
+
+    def add(self, loss: float, pairs: int, elapsed: float) -> None:
+        self.losses.append(loss)
+        self.pairs += pairs
+        self.t_end = elapsed
+
+    def mean_loss(self) -> float:
+        return sum(self.losses) / max(1, len(self.losses))
+
+    def rate(self) -> float:
+        span = self.t_end - self.t_start
+        return self.pairs / span if span > 0 else 0.0
+
+
+def _fmt(v: object) -> str:
+    return f"{v:.4g}" if isinstance(v, float) else str(v)
+
+
+def _append_csv(path: Path, row: dict[str, Any]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    new = not path.exists()
+    with open(path, "a", newline="", encoding="utf-8") as f:
+        writer = csv.DictWriter(f, fieldnames=list(row))
+        if new:
+            writer.writeheader()
+        writer.writerow(row)
+
+
+def _truncate_csv(path: Path, step: int) -> None:
+    """Drop rows written after ``step`` by a run that was killed before its next checkpoint."""
+    if not path.exists():
+        return
+    with open(path, newline="", encoding="utf-8") as f:
+        rows = list(csv.DictReader(f))
+    if not rows:
+        return
+    keep = [r for r in rows if int(r["step"]) <= step]
+    with open(path, "w", newline="", encoding="utf-8") as f:
+        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(keep)

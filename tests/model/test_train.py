@@ -1,0 +1,119 @@
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from model.batching import bucket_batches
+from model.checkpoint import load_checkpoint, load_model
+from model.greedy import greedy
+from model.train import main
+from model.trainer import TrainConfig, lr_factor
+
+ROOT = Path(__file__).resolve().parents[2]
+FAST = ["--set", "amp=off", "--set", "threads=1", "--no-eval", "--no-export"]
+
+
+def cli(data: Path, out: Path, steps: int, *extra: str) -> list[str]:
+    return [
+        "--preset",
+        "tiny",
+        "--data-dir",
+        str(data),
+        "--out",
+        str(out),
+        "--max-steps",
+        str(steps),
+        *FAST,
+        *extra,
+    ]
+
+
+def run_module(args: list[str], module: str = "model.train", **kw: object) -> subprocess.Popen[bytes]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_WAIT_POLICY": "PASSIVE"}
+    return subprocess.Popen([sys.executable, "-m", module, *args], cwd=ROOT, env=env, **kw)  # type: ignore[call-overload]
+
+
+def test_lr_warms_up_then_decays() -> None:
+    cfg = TrainConfig(warmup_steps=10, min_lr_ratio=0.1)
+    assert lr_factor(cfg, 0, 0.0) == pytest.approx(0.1)
+    assert lr_factor(cfg, 9, 0.0) == pytest.approx(1.0)
+    assert lr_factor(cfg, 50, 0.5) == pytest.approx(0.55)
+    assert lr_factor(cfg, 99, 1.0) == pytest.approx(0.1)
+
+
+def test_bucket_batches_deterministic_and_within_budget() -> None:
+    lengths = [5 + (i * 7) % 20 for i in range(500)]
+    a = bucket_batches(lengths, 200, seed=1, epoch=0)
+    assert a == bucket_batches(lengths, 200, seed=1, epoch=0)
+    assert a != bucket_batches(lengths, 200, seed=1, epoch=1)
+    assert sorted(i for b in a for i in b) == list(range(500))
+    assert all(len(b) == 1 or max(lengths[i] for i in b) * 2 * len(b) <= 200 for b in a)
+
+
+def test_tiny_model_memorises_50_pairs(tmp_path: Path, data_folder: Path, pairs) -> None:
+    args = cli(data_folder, tmp_path, 300, "--set", "model.dropout=0", "--set", "label_smoothing=0")
+    assert main([*args, "--set", "eval_every=100", "--set", "lr=0.003"]) == 0
+    model, vocab, _ = load_model(tmp_path / "best.pt")
+    outputs = greedy(model, vocab, [u for u, _ in pairs])
+    assert outputs == [lo for _, lo in pairs]
+    assert (tmp_path / "plot.png").stat().st_size > 0
+    assert "valid_bleu" in (tmp_path / "valid_log.csv").read_text()
+
+
+def final_state(out: Path) -> dict[str, torch.Tensor]:
+    last = sorted((out / "checkpoints").glob("step-*.pt"))[-1]
+    return load_checkpoint(last)["state_dict"]
+
+
+def test_resume_after_sigkill_matches_uninterrupted_run(tmp_path: Path, data_folder: Path) -> None:
+    steps, opts = 60, ["--set", "save_every=10", "--set", "eval_every=25", "--set", "batch_tokens=300"]
+    ref, killed = tmp_path / "ref", tmp_path / "killed"
+    assert run_module(cli(data_folder, ref, steps, *opts)).wait(timeout=300) == 0
+    proc = run_module(cli(data_folder, killed, steps, *opts))
+    deadline = time.time() + 240
+    while not list((killed / "checkpoints").glob("step-0000002*.pt")) and proc.poll() is None:
+        assert time.time() < deadline
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert not (killed / "checkpoints" / f"step-{steps:08d}.pt").exists(), "killed too late to test resuming"
+    assert run_module(cli(data_folder, killed, steps, *opts), stdout=subprocess.PIPE).wait(timeout=300) == 0
+    a, b = final_state(ref), final_state(killed)
+    assert a.keys() == b.keys()
+    for k in a:
+        assert torch.equal(a[k], b[k]), k
+
+
+def test_two_process_ddp_ends_with_identical_weights(tmp_path: Path, data_folder: Path) -> None:
+    args = ["--nproc_per_node=2", "-m", "model.train", *cli(data_folder, tmp_path, 15, "--device", "cpu")]
+    proc = run_module(["--standalone", *args], module="torch.distributed.run")
+    assert proc.wait(timeout=300) == 0
+    w0 = torch.load(tmp_path / "final-rank0.pt", weights_only=True)
+    w1 = torch.load(tmp_path / "final-rank1.pt", weights_only=True)
+    init = load_checkpoint(sorted((tmp_path / "checkpoints").glob("*.pt"))[-1])["state_dict"]
+    for k in w0:
+        assert torch.equal(w0[k], w1[k]), k
+        assert torch.equal(w0[k], init[k]), k
+    assert load_checkpoint(sorted((tmp_path / "checkpoints").glob("*.pt"))[-1])["step"] == 15
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--preset", "huge"], "unknown preset"),
+        (["--preset", "tiny", "--data-dir", "/nonexistent"], "missing data file"),
+        (["--preset", "tiny", "--set", "nonsense=1"], "unknown option"),
+        (["--preset", "tiny", "--set", "lr"], "key=value"),
+    ],
+)
+def test_bad_input_gives_message_and_status_2(args: list[str], message: str, capsys) -> None:
+    assert main([*args, "--skip-data"]) == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err
