@@ -40,7 +40,7 @@ class SharedQueueIdle:
     def from_crawler(cls, crawler: Crawler) -> SharedQueueIdle:
         url = crawler.settings.get("REDIS_URL")
         if not url:
-            raise NotConfigured("not distributed")
+            raise NotConfigured  # quietly: the usual case
         return cls(crawler, url)
 
     def spider_opened(self, spider: Spider) -> None:

@@ -185,7 +185,7 @@ class JournalMiddleware:
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> JournalMiddleware:
         if not crawler.settings.get("JOBDIR") or crawler.settings.get("REDIS_URL"):
-            raise NotConfigured("no journal without JOBDIR")
+            raise NotConfigured  # no journal without JOBDIR (or with Redis)
         return cls(crawler)
 
     async def process_spider_output(
