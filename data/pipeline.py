@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import gc
 import hashlib
+import itertools
 import json
+import operator
 import random
 import shutil
 import time
@@ -143,28 +145,38 @@ def read_test(config: DataConfig, report: dict) -> tuple[list[str], Path | None]
     return lines, files[0]
 
 
+def split_by_upper(pairs: list[Pair], uppers: set[str]) -> tuple[list[Pair], list[Pair]]:
+    """(pairs whose upper line is in ``uppers``, the others), order kept; iterated in C."""
+    inside = list(map(uppers.__contains__, map(itemgetter(0), pairs)))
+    return list(itertools.compress(pairs, inside)), list(
+        itertools.compress(pairs, map(operator.not_, inside))
+    )
+
+
 def carve_valid(
     pairs: list[Pair], candidates: set[str], size: int, seed: int
 ) -> tuple[list[Pair], list[Pair], set[str]]:
     """(valid, rest, valid uppers): whole upper lines drawn at random from ``candidates``."""
-    per_upper = Counter(map(itemgetter(0), pairs))
-    pool = list(filter(candidates.__contains__, per_upper))
+    # Ordered by first appearance (not set order, which changes with the hash seed).
+    pool = list(filter(candidates.__contains__, dict.fromkeys(map(itemgetter(0), pairs))))
+    drawn = random.Random(seed).sample(pool, k=min(len(pool), size))
+    sample, rest = split_by_upper(pairs, set(drawn))
+    per_upper = Counter(map(itemgetter(0), sample))
     chosen: set[str] = set()
     total = 0
-    for upper in random.Random(seed).sample(pool, k=min(len(pool), size)):
+    for upper in drawn:
         if total >= size:
             break
         chosen.add(upper)
         total += per_upper[upper]
-    valid = [p for p in pairs if p[0] in chosen]
-    rest = [p for p in pairs if p[0] not in chosen]
-    return valid, rest, chosen
+    valid, back = split_by_upper(sample, chosen)
+    return valid, rest + back, chosen
 
 
 def write_lines(path: Path, lines: list[str]) -> None:
     """Write atomically, so a reader never sees half a file."""
     tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    tmp.write_text("\n".join(lines) + "\n" if lines else "", encoding="utf-8")
     tmp.replace(path)
 
 
@@ -294,8 +306,8 @@ def _run(config: DataConfig) -> dict:
     report["dedup"] = {k: dedup.counts.get(k, 0) for k in Deduper.reasons()} | {"kept": len(kept)}
     report["dedup_examples"] = dict(dedup.examples)
     with timer("split"):
-        train = [p for p in kept if p[0] not in test_uppers]
-        removed_test = len(kept) - len(train)
+        removed, train = split_by_upper(kept, test_uppers)
+        removed_test = len(removed)
         valid, train, valid_uppers = carve_valid(train, candidates, config.valid_size, config.seed)
         train = shuffled(train, config.seed)
         write_pairs(config.out_dir / "train.tsv", train)
