@@ -85,6 +85,7 @@ def run(args: argparse.Namespace) -> dict[str, object]:
         "pairs_in": pairs,
         "pairs_train": report["split"]["train"],
         **{f"{stage}_s": s for stage, s in report["seconds"].items()},
+        **{f"{stage}_cpu_s": s for stage, s in report["cpu_seconds"].items()},
         "cpu_s": round(cpu, 2),
         "pairs_per_s": round(pairs / report["seconds"]["total"]),
         "goal_total_s": 60,
