@@ -6,6 +6,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -16,7 +17,7 @@ from tests.crawler.conftest import FAST, Pair, pairs_of, read_items
 pytestmark = pytest.mark.slow
 
 
-def scrapy_crawl(name: str, args: list[str], work: Path) -> dict[str, object]:
+def scrapy_crawl(name: str, args: list[str], work: Path) -> dict[str, Any]:
     sets = [x for s in [*FAST, f"STATS_FILE={work}/%(name)s.stats.json"] for x in ("-s", s)]
     cmd = [sys.executable, "-m", "scrapy", "crawl", name, *[x for a in args for x in ("-a", a)], *sets]
     env = {"DUILIAN_WORK_DIR": str(work), "PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"}
