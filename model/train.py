@@ -313,10 +313,13 @@ def finish(
         from model.evaluate import evaluate_files
 
         limit = args.eval_limit if args.eval_limit is not None else preset.get("eval_limit", 0)
-        ev = evaluate_files(
-            model, vocab, folder, limit=limit or None, train_lowers=[lo for _, lo in train.pairs]
-        )
-        (out / "eval.json").write_text(json.dumps(ev, ensure_ascii=False, indent=1), encoding="utf-8")
+        lowers = [lo for _, lo in train.pairs]
+        try:
+            ev = evaluate_files(model, vocab, folder, limit=limit or None, train_lowers=lowers)
+        except Exception as e:  # a failing evaluation must not cost the trained model its bundle
+            print(f"warning: evaluation failed ({type(e).__name__}: {e}); exporting without figures")
+        else:
+            (out / "eval.json").write_text(json.dumps(ev, ensure_ascii=False, indent=1), encoding="utf-8")
     if args.no_export:
         return
     data_card = folder / "DATA_CARD.md"
