@@ -7,6 +7,8 @@ finishes on it and no request ever sees a half-loaded model.
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import hashlib
 import logging
 import threading
@@ -20,9 +22,10 @@ import torch
 
 from data.sensitive import ALLOW_LIST, SensitiveFilter, read_words
 from model.bundle import MODEL_FILE, Bundle, load_bundle
-from model.decode import MAX_CANDIDATES, DecodeOptions, Decoder
+from model.decode import MAX_CANDIDATES, ConstraintError, DecodeOptions, Decoder, DecodeResult
 from model.rules import HARD_RULES
 from model.tones import line_tones, mark
+from serve.batching import DecodeBatcher
 from serve.known_lines import KnownLines
 from serve.schemas import Candidate, GenerateResponse, RuleReportOut
 from serve.settings import Settings
@@ -45,8 +48,14 @@ def report_out(report: dict[str, bool | float | None]) -> RuleReportOut:
     return RuleReportOut(**report, hard_ok=all(report[name] for name in HARD_RULES))  # type: ignore[arg-type]
 
 
+@functools.lru_cache(maxsize=65536)
+def _marks(line: str, mode: str) -> tuple[str, ...]:
+    return tuple(mark(t) for t in line_tones(line, mode))
+
+
 def tone_marks(line: str, mode: str) -> list[str]:
-    return [mark(t) for t in line_tones(line, mode)]
+    """平/仄/中/'' per character (cached: pypinyin costs as much as a small decode)."""
+    return list(_marks(line, mode))
 
 
 def _version(bundle: Bundle) -> str:
@@ -85,36 +94,63 @@ class LoadedModel:
 
     @classmethod
     def load(cls, path: Path, extra_filter: SensitiveFilter | None = None) -> LoadedModel:
-        return cls(load_bundle(path), extra_filter)
+        model = cls(load_bundle(path), extra_filter)
+        model.answer_batch([Query("春风得意", 1)], 0)  # the decoder's tables are built on first use
+        return model
 
     def is_clean(self, text: str) -> bool:
         return all(f.is_clean(text) for f in self.filters)
 
-    def answer(self, q: Query, oversample: int) -> GenerateResponse:
-        """Decode ``n + oversample`` candidates and keep the first ``n`` clean ones."""
-        options = DecodeOptions(
-            n_best=min(q.n + oversample, MAX_CANDIDATES),
-            tone_mode=q.tone_mode,
-            locks=q.locks,
-            required_first=q.required_first,
-            required_chars=q.required_chars or "",
-        )
-        with torch.inference_mode():
-            result = self.decoder.generate(q.upper, options)
+    def answer_batch(self, queries: list[Query], oversample: int) -> list[GenerateResponse | Exception]:
+        """Answers for queries that differ only in their upper line, decoded as one batch.
+
+        The decoder is asked for ``n + oversample`` candidates and the first ``n`` clean ones
+        are kept; a line that comes up short after the filter is decoded again with the most
+        candidates the decoder gives.
+        """
+        options = _options(queries[0], queries[0].n + oversample)
+        try:
+            with torch.inference_mode():
+                results: list[DecodeResult | Exception] = list(
+                    self.decoder.generate_batch([q.upper for q in queries], options)
+                )
+        except ConstraintError:  # the batch stops at the first impossible line: one by one
+            results = [self._decode(q.upper, options) for q in queries]
+        answers: list[GenerateResponse | Exception] = []
+        for q, result in zip(queries, results, strict=True):
+            if (
+                isinstance(result, DecodeResult)
+                and self._short(result, q.n)
+                and options.n_best < MAX_CANDIDATES
+            ):
+                result = self._decode(q.upper, _options(q, MAX_CANDIDATES))
+            answers.append(result if isinstance(result, Exception) else self._response(q, result))
+        return answers
+
+    def _decode(self, upper: str, options: DecodeOptions) -> DecodeResult | Exception:
+        try:
+            with torch.inference_mode():
+                return self.decoder.generate(upper, options)
+        except ConstraintError as exc:
+            return exc
+
+    def _short(self, result: DecodeResult, n: int) -> bool:
+        return sum(self.is_clean(c.text) for c in result.candidates) < n <= len(result.candidates)
+
+    def _response(self, q: Query, result: DecodeResult) -> GenerateResponse:
         clean = [c for c in result.candidates if self.is_clean(c.text)]
-        candidates = [
-            Candidate(
-                text=c.text,
-                score=float(c.score),
-                tones=tone_marks(c.text, q.tone_mode),
-                report=report_out(c.report),
-            )
-            for c in clean[: q.n]
-        ]
         return GenerateResponse(
             upper=q.upper,
             upper_tones=tone_marks(q.upper, q.tone_mode),
-            candidates=candidates,
+            candidates=[
+                Candidate(
+                    text=c.text,
+                    score=float(c.score),
+                    tones=tone_marks(c.text, q.tone_mode),
+                    report=report_out(c.report),
+                )
+                for c in clean[: q.n]
+            ],
             in_training_set=self.bundle.in_training_data(q.upper),
             known_lower_lines=[],
             unknown_chars=list(result.unknown_chars),
@@ -122,6 +158,20 @@ class LoadedModel:
             filtered=len(result.candidates) - len(clean),
             model_version=self.version,
         )
+
+
+def _options(q: Query, n_best: int) -> DecodeOptions:
+    return DecodeOptions(
+        n_best=min(n_best, MAX_CANDIDATES),
+        tone_mode=q.tone_mode,
+        locks=q.locks,
+        required_first=q.required_first,
+        required_chars=q.required_chars or "",
+    )
+
+
+class Busy(Exception):
+    """More decodes are waiting than the server takes on."""
 
 
 class CoupletService:
@@ -134,46 +184,53 @@ class CoupletService:
         oversample: int,
         cache_size: int,
         concurrency: int,
+        threads: int = 1,
+        max_pending: int = 256,
         extra_filter: SensitiveFilter | None = None,
     ) -> None:
         self.model = model
-        self.oversample = oversample
         self.extra_filter = extra_filter
         self.known: KnownLines | None = None
+        self.batcher = DecodeBatcher(oversample, workers=concurrency, threads=threads)
         self._cache: OrderedDict[tuple[str, Query], GenerateResponse] = OrderedDict()
         self._cache_size = cache_size
+        self.max_pending = max_pending
         self._cache_lock = threading.Lock()
-        self._decoding = threading.BoundedSemaphore(max(concurrency, 1))
         self._reload_lock = threading.Lock()
 
-    def generate(self, q: Query) -> GenerateResponse:
+    async def generate(self, q: Query) -> GenerateResponse:
         model = self.model  # one read: a reload mid-request does not mix two models
         key = (model.version, q)
         with self._cache_lock:
             hit = self._cache.get(key)
             if hit is not None:
                 self._cache.move_to_end(key)
-        if hit is None:
-            with self._decoding:
-                hit = model.answer(q, self.oversample)
+        if hit is not None:
+            answer = hit
+        else:
+            if self.batcher.pending >= self.max_pending:  # shed load rather than queue without end
+                raise Busy
+            answer = await asyncio.wrap_future(self.batcher.submit(model, q))
             with self._cache_lock:
-                self._cache[key] = hit
+                self._cache[key] = answer
                 while len(self._cache) > self._cache_size:
                     self._cache.popitem(last=False)
         known = self.known.lowers(q.upper) if self.known is not None else []
-        return hit.model_copy(update={"known_lower_lines": known}) if known else hit
+        return answer.model_copy(update={"known_lower_lines": known}) if known else answer
 
     def reload(self, path: Path) -> tuple[str, str, float]:
-        """Load ``path`` beside the serving model, warm it up, then swap (one reload at a time)."""
+        """Load ``path`` beside the serving model, then swap (one reload at a time)."""
         with self._reload_lock:
             start = time.perf_counter()
             new = LoadedModel.load(path, self.extra_filter)
-            new.answer(Query("春风得意", 1), 0)  # first call builds lazy state outside requests
             old, self.model = self.model, new
             with self._cache_lock:
                 self._cache.clear()
             log.info("reloaded model %s -> %s from %s", old.version, new.version, path)
             return new.version, old.version, time.perf_counter() - start
+
+    def close(self) -> None:
+        self.batcher.close()
 
     def load_known(self, path: Path) -> None:
         try:

@@ -36,6 +36,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             oversample=settings.oversample,
             cache_size=settings.cache_size,
             concurrency=settings.decode_concurrency,
+            threads=settings.torch_threads,
+            max_pending=settings.max_pending,
             extra_filter=extra,
         )
         engine = make_engine(settings.database_url)
@@ -47,6 +49,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             ).start()
         log.info("serving model %s from %s", model.version, settings.model_dir)
         yield
+        app.state.service.close()
         engine.dispose()
 
     app = FastAPI(

@@ -53,7 +53,8 @@ class Settings(BaseSettings):
     torch_threads: int = Field(
         default=1, description="intra-op threads per decode; requests run side by side"
     )
-    decode_concurrency: int = Field(default=2, description="decodes running at once")
+    decode_concurrency: int = Field(default=2, description="decoding worker threads")
+    max_pending: int = Field(default=256, description="decodes waiting at most; beyond, requests get 503")
     admin_token: str | None = Field(
         default=None, description="token for POST /api/v1/admin/reload; None: disabled"
     )

@@ -5,7 +5,7 @@ from __future__ import annotations
 from fastapi import APIRouter, HTTPException, status
 
 from model.decode import ConstraintError
-from serve.couplets import Query
+from serve.couplets import Busy, Query
 from serve.deps import RateLimited, ServiceDep, SettingsDep
 from serve.schemas import GenerateRequest, GenerateResponse
 from serve.validation import clean_chars, clean_line, clean_locks, refuse
@@ -14,7 +14,7 @@ router = APIRouter(tags=["couplets"], dependencies=[RateLimited])
 
 
 @router.post("/generate", response_model=GenerateResponse)
-def generate(body: GenerateRequest, settings: SettingsDep, service: ServiceDep) -> GenerateResponse:
+async def generate(body: GenerateRequest, settings: SettingsDep, service: ServiceDep) -> GenerateResponse:
     """Candidates for ``upper``, each with its tones and rule report, and the training-set flag."""
     if body.n > settings.max_candidates:
         raise refuse(
@@ -32,7 +32,13 @@ def generate(body: GenerateRequest, settings: SettingsDep, service: ServiceDep) 
     if query.required_first is not None and len(query.required_first) != 1:
         raise refuse("藏头只能是一个字", "The required first character must be one character.")
     try:
-        return service.generate(query)
+        return await service.generate(query)
+    except Busy as exc:
+        raise HTTPException(
+            status.HTTP_503_SERVICE_UNAVAILABLE,
+            detail="服务器正忙，请稍后再试 / The server is busy; please retry shortly.",
+            headers={"Retry-After": "1"},
+        ) from exc
     except ConstraintError as exc:  # its message names the constraint, in Chinese and English
         raise HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, detail=str(exc)) from exc
     except ValueError as exc:  # e.g. classical tones without a 入声 table

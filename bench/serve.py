@@ -1,0 +1,266 @@
+"""Server under load: the HTTP API on loopback, a real uvicorn process, the shipped model.
+
+Three phases against ``python -m serve`` on 127.0.0.1 (its result cache off, so every
+request is a real decode of a distinct test-set upper line):
+1. fixed rate: an async Python client sends ``--rate`` requests/s (default 100) for a
+   while and measures latency from each request's scheduled time (no coordinated
+   omission): achieved rate, p50/p99, errors. The goal: ≥ 100/s with p99 ≤ 200 ms and
+   no errors on 2 cores.
+2. the same fixed rate while the model is reloaded (POST /api/v1/admin/reload) a few
+   times: requests failed by swapping models.
+3. saturation: Debian's wrk (if installed) with a few connections: peak requests/s.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from data.paths import corpus_dir, data_dir, default_model_dir
+
+FALLBACK_LINES = [
+    "春风得意",
+    "山高水长",
+    "明月照窗前",
+    "一帆风顺年年好",
+    "绿水青山，千秋画卷",
+    "书山有路勤为径",
+]
+TOKEN = "bench-token"
+
+
+def upper_lines(limit: int) -> list[str]:
+    """Upper lines of the test set (read at run time, never stored), else a few of our own."""
+    for path in (data_dir() / "test.tsv", corpus_dir() / "wb14123_test.tsv"):
+        if path.is_file():
+            with path.open(encoding="utf-8") as f:
+                lines = [line.split("\t", 1)[0].strip() for line in f]
+            return list(dict.fromkeys(u for u in lines if 0 < len(u) <= 32))[:limit]
+    return FALLBACK_LINES
+
+
+def fallback_bundle(out: Path) -> Path:
+    """A randomly initialised model of the ``tiny`` preset's shape, when no model is shipped."""
+    import torch
+
+    from data.vocab import Vocab
+    from model.bundle import export_bundle
+    from model.transformer import CoupletTransformer, ModelConfig
+
+    spm = data_dir() / "spm.model"
+    vocab = Vocab.from_file(spm) if spm.is_file() else Vocab.train(FALLBACK_LINES, out.parent / "spm")
+    torch.manual_seed(0)
+    cfg = ModelConfig(vocab_size=len(vocab), d_model=64, n_heads=4, n_enc_layers=2, n_dec_layers=2, d_ff=256)
+    return export_bundle(out, CoupletTransformer(cfg).eval(), vocab, version="random-tiny")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def start_server(model: Path, port: int, tmp: Path) -> subprocess.Popen[bytes]:
+    env = {
+        **os.environ,
+        "DUILIAN_SERVE_DATABASE_URL": f"sqlite:///{tmp / 'feedback.db'}",
+        "DUILIAN_SERVE_RATE_LIMIT_PER_MINUTE": "0",
+        "DUILIAN_SERVE_CACHE_SIZE": "0",
+        "DUILIAN_SERVE_ADMIN_TOKEN": TOKEN,
+    }
+    cmd = [
+        sys.executable,
+        "-m",
+        "serve",
+        "--port",
+        str(port),
+        "--model",
+        str(model),
+        "--log-level",
+        "warning",
+    ]
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"server exited: {proc.stderr.read().decode() if proc.stderr else ''}")
+        try:
+            if httpx.get(f"http://127.0.0.1:{port}/api/v1/health", timeout=1).status_code == 200:
+                return proc
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.2)
+    proc.kill()
+    raise RuntimeError("server did not come up in 120 s")
+
+
+def wait_known_lines(url: str, timeout: float = 180) -> None:
+    """The server indexes the training pairs in the background: let it finish before measuring."""
+    if not (data_dir() / "train.tsv").is_file():
+        return
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and httpx.get(f"{url}/api/v1/health").json()["known_lines"] == 0:
+        time.sleep(0.5)
+
+
+def pct(values: list[float], q: float) -> float:
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+async def fixed_rate(
+    url: str, lines: list[str], rate: float, seconds: float, reload_model: Path | None = None
+) -> dict[str, float]:
+    """Open-loop load: request i is due at start + i/rate; latency counts from that moment."""
+    total = int(rate * seconds)
+    latencies: list[float] = []
+    errors = 0
+    reloads = 0
+    limits = httpx.Limits(max_connections=256, max_keepalive_connections=256)
+    async with httpx.AsyncClient(base_url=url, limits=limits, timeout=30) as http:
+        start = time.perf_counter() + 0.2
+
+        async def one(i: int) -> None:
+            nonlocal errors
+            due = start + i / rate
+            await asyncio.sleep(max(0.0, due - time.perf_counter()))
+            try:
+                r = await http.post("/api/v1/generate", json={"upper": lines[i % len(lines)], "n": 5})
+                ok = r.status_code == 200 and len(r.json()["candidates"]) > 0
+            except httpx.HTTPError:
+                ok = False
+            latencies.append(time.perf_counter() - due)
+            errors += not ok
+
+        async def reloader() -> None:
+            nonlocal reloads
+            for k in range(3):
+                await asyncio.sleep(seconds / 4)
+                r = await http.post(
+                    "/api/v1/admin/reload",
+                    json={"model_dir": str(reload_model)},
+                    headers={"X-Admin-Token": TOKEN},
+                )
+                reloads += r.status_code == 200
+                del k
+
+        tasks = [one(i) for i in range(total)]
+        if reload_model is not None:
+            tasks.append(reloader())
+        await asyncio.gather(*tasks)
+        elapsed = time.perf_counter() - start
+    figures = {
+        "requests": float(total),
+        "achieved_rps": total / elapsed,
+        "p50_ms": 1000 * pct(latencies, 0.50),
+        "p99_ms": 1000 * pct(latencies, 0.99),
+        "errors": float(errors),
+    }
+    if reload_model is not None:
+        figures["reloads"] = float(reloads)
+    return figures
+
+
+def _ms(text: str) -> float:
+    m = re.fullmatch(r"([\d.]+)(us|ms|s|m)", text)
+    if not m:
+        return float("nan")
+    return float(m.group(1)) * {"us": 1e-3, "ms": 1.0, "s": 1e3, "m": 6e4}[m.group(2)]
+
+
+def saturation_wrk(url: str, lines: list[str], seconds: int, connections: int, tmp: Path) -> dict[str, float]:
+    # Lua long strings hold the UTF-8 JSON as is (Lua has no \\u escapes)
+    body_list = ",".join(
+        "[==[" + json.dumps({"upper": u, "n": 5}, ensure_ascii=False) + "]==]" for u in lines
+    )
+    script = tmp / "generate.lua"
+    script.write_text(
+        f"local bodies = {{{body_list}}}\nlocal i = 0\n"
+        "request = function()\n  i = i + 1\n"
+        '  return wrk.format("POST", "/api/v1/generate", {["Content-Type"] = "application/json"},'
+        " bodies[(i % #bodies) + 1])\nend\n",
+        encoding="utf-8",
+    )
+    cmd = [
+        "wrk",
+        f"-t{min(2, connections)}",
+        f"-c{connections}",
+        f"-d{seconds}s",
+        "--latency",
+        "-s",
+        str(script),
+        url,
+    ]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=seconds + 60).stdout
+    (tmp / "wrk.txt").write_text(out)
+    figures = {"wrk_connections": float(connections)}
+    if m := re.search(r"Requests/sec:\s+([\d.]+)", out):
+        figures["wrk_rps"] = float(m.group(1))
+    for q in ("50", "99"):
+        if m := re.search(rf"^\s+{q}%\s+(\S+)", out, re.M):
+            figures[f"wrk_p{q}_ms"] = _ms(m.group(1))
+    non2xx = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
+    sock = re.search(r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)", out)
+    figures["wrk_errors"] = float(
+        (int(non2xx.group(1)) if non2xx else 0) + (sum(map(int, sock.groups())) if sock else 0)
+    )
+    return figures
+
+
+def run(args: Any) -> dict[str, object]:
+    quick = bool(getattr(args, "quick", False))
+    rate = float(os.environ.get("BENCH_SERVE_RATE", 100))
+    seconds = 5.0 if quick else 20.0
+    lines = upper_lines(4000)
+    with tempfile.TemporaryDirectory(prefix="bench-serve-") as name:
+        tmp = Path(name)
+        model = Path(os.environ.get("DUILIAN_SERVE_MODEL_DIR", default_model_dir()))
+        shipped = (model / "model.pt").is_file()
+        if not shipped:
+            model = fallback_bundle(tmp / "model")
+        port = free_port()
+        proc = start_server(model, port, tmp)
+        url = f"http://127.0.0.1:{port}"
+        try:
+            wait_known_lines(url)
+            info = httpx.get(f"{url}/api/v1/model", timeout=10).json()
+            results: dict[str, object] = {
+                "model": info["version"] if shipped else "random-tiny (no shipped model)",
+                "cores": float(os.cpu_count() or 0),
+                "distinct_lines": float(len(lines)),
+                "rate_target": rate,
+            }
+            for key, value in asyncio.run(fixed_rate(url, lines, rate, seconds)).items():
+                results[key] = value
+            reload_lines = lines[len(lines) // 2 :] or lines
+            for key, value in asyncio.run(fixed_rate(url, reload_lines, rate, seconds / 2, model)).items():
+                results[f"reload_{key}"] = value
+            if shutil.which("wrk"):
+                results.update(saturation_wrk(url, lines[::-1], 5 if quick else 15, 8, tmp))
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+    results["goal_met"] = float(
+        results["achieved_rps"] >= 0.95 * 100  # type: ignore[operator]
+        and results["p99_ms"] <= 200  # type: ignore[operator]
+        and results["errors"] == 0
+        and results["reload_errors"] == 0
+    )
+    return results
