@@ -15,6 +15,8 @@ def test_ascii_punctuation_becomes_full_width() -> None:
     norm = Normalizer()
     assert norm("春风,入户!") == "春风，入户！"
     assert norm("花开?鸟语;") == "花开？鸟语；"
+    # The corpus writes the dash as two hyphens: one em dash each, so lengths stay.
+    assert norm("春来--花开") == "春来——花开"
 
 
 def test_compatibility_forms_folded_but_chinese_punctuation_kept() -> None:
