@@ -13,7 +13,8 @@ BOT_NAME = "duilian"
 SPIDER_MODULES = ["crawler.spiders"]
 NEWSPIDER_MODULE = "crawler.spiders"
 
-USER_AGENT = "duilian-crawler/0.1 (Chinese couplet research; +https://github.com/duilian/duilian)"
+PROJECT_URL = "https://github.com/duilian/duilian"  # where a site owner can read what we do
+USER_AGENT = f"duilian-crawler/0.1 (Chinese couplet research; +{PROJECT_URL})"
 ROBOTSTXT_OBEY = True
 
 # Manners: one site at a time, gently.
