@@ -28,7 +28,7 @@ from data.chars import CharBatch
 from data.config import DataConfig
 from data.dedup import Deduper
 from data.filters import PairFilter
-from data.normalize import Normalizer
+from data.normalize import STEPS, Normalizer
 from data.sensitive import SensitiveFilter, read_words
 from data.sources import Pair, Source, read_source, source_present
 from data.vocab import Vocab
@@ -294,7 +294,7 @@ def _run(config: DataConfig) -> dict:
         )
     report["normalise"] = {
         "lines": 2 * sum(len(ps) for _, ps in sources),
-        **{f"changed_{k}": v for k, v in sorted(norm.counts.items())},
+        **{f"changed_{k}": norm.counts.get(k, 0) for k in STEPS},
     }
     with timer("filter"):
         pf = PairFilter(config.min_len, config.max_len, load_sensitive(config))
@@ -339,41 +339,52 @@ def _run(config: DataConfig) -> dict:
     return report
 
 
+def _table(title: str, counts: dict[str, int]) -> list[str]:
+    return [f"| {title} | pairs |", "|---|---|", *(f"| {k} | {v} |" for k, v in counts.items()), ""]
+
+
 def data_card(report: dict) -> str:
     """A short human-readable summary of the report (the bundle ships it as DATA_CARD.md)."""
-    rows = [
-        f"| {name} | {s.get('pairs_read', 0)} | {s.get('pairs_kept_by_filters', '-')} |"
+    sources = {
+        f"{name} ({s['kind']})": s.get("pairs_read", 0)
         for name, s in report["sources"].items()
-    ]
-    drops = ", ".join(f"{k} {v}" for k, v in report["filter"].items() if k != "kept")
-    dups = ", ".join(f"{k} {v}" for k, v in report["dedup"].items() if k != "kept")
-    sp, vo = report["split"], report["vocab"]
+        if s.get("files")
+    }
+    sp, vo, norm = report["split"], report["vocab"], report["normalise"]
+    changed = ", ".join(f"{k.removeprefix('changed_')} {v}" for k, v in norm.items() if k != "lines")
     return "\n".join(
         [
             "# Data card",
             "",
-            "Couplet pairs (upper<TAB>lower) built by `make data` (`python -m data`).",
-            "The wb14123 data is AGPL-3.0; the regulated-verse and primer pairs are MIT.",
+            "Couplet pairs (`upper<TAB>lower`) built by `make data` (`python -m data`); every",
+            "count below is from `report.json`. Licences: wb14123 AGPL-3.0 (so is a model trained",
+            "on it); the regulated-verse and primer pairs MIT.",
             "",
-            "| source | pairs read | kept by filters |",
-            "|---|---|---|",
-            *rows,
+            *_table("source read", sources),
+            f"Normalisation (lines changed, of {norm['lines']}): {changed}. Whitespace removed,",
+            "compatibility forms folded (full-width Chinese punctuation kept), ASCII punctuation",
+            "to full-width (the corpus's `--` to `——`), traditional to simplified (OpenCC t2s).",
             "",
-            "Normalisation: whitespace removed, compatibility forms folded (full-width Chinese",
-            "punctuation kept), ASCII punctuation to full-width, traditional to simplified (OpenCC t2s).",
-            f"Lines changed per step: {report['normalise']}.",
+            *_table("dropped by filter", report["filter"]),
+            "Punctuation must be the same mark at the same positions (COUPLET_RULES.md, rule 2).",
+            "Sensitive words: the shared list minus the allow-list in `data/sensitive_allow.txt`.",
             "",
-            f"Dropped by filters: {drops}. Kept: {report['filter']['kept']}.",
-            f"Duplicates removed: {dups}. Kept: {report['dedup']['kept']}.",
+            *_table("removed as duplicate", report["dedup"]),
+            "Near duplicates: the same pair without punctuation; the same upper line with a lower",
+            "line one character away from a kept one (lines of 5+ characters). At most",
+            f"{report['config']['max_lowers_per_upper']} lower lines per upper line.",
             "",
-            f"Splits: train {sp['train']}, valid {sp['valid']} ({sp['valid_uppers']} upper lines),",
-            f"test {sp['test']} (the standard wb14123 test set as given; {sp['test_leakfree']} leak-free,",
-            f"{sp['test_leak']} whose upper line is a training-source upper line). Training pairs",
-            f"whose upper line is a test upper line were removed: {sp['train_removed_test_upper']}.",
+            f"Splits: train {sp['train']}, valid {sp['valid']} ({sp['valid_uppers']} whole upper lines),",
+            f"test {sp['test']}: the standard wb14123 test set byte for byte, {sp['test_leakfree']} of it",
+            f"leak-free ({sp['test_leak']} test upper lines are upper lines of the training sources).",
+            "Training pairs whose upper line is a test upper line were removed:",
+            f"{sp['train_removed_test_upper']}.",
             "",
-            f"Vocabulary: {vo['size']} pieces (sentencepiece char, characters seen at least",
-            f"{vo['min_char_count']} times in train);",
-            f"test character coverage {vo['test_char_coverage']:.4%}.",
+            f"Vocabulary: {vo['size']} pieces (sentencepiece char model; characters seen at least",
+            f"{vo['min_char_count']} times in train; others map to the unknown token, never dropped).",
+            f"Test character coverage {vo['test_char_coverage']:.4%},",
+            f"{vo['test_unknown_types']} unknown",
+            "character types in the test set.",
             "",
             "Known limits: the sensitive-word list both misses and over-hits; about 3.8% of the",
             "original wb14123 pairs are missing upstream, so rare characters are under-represented.",
