@@ -122,47 +122,80 @@ def pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
+class Connections:
+    """Keep-alive HTTP/1.1 connections on raw asyncio streams: a load generator light enough
+    not to compete with the server for the same two cores (httpx costs several times more)."""
+
+    def __init__(self, port: int) -> None:
+        self.port = port
+        self._idle: list[tuple[asyncio.StreamReader, asyncio.StreamWriter]] = []
+
+    async def post(self, path: str, body: dict[str, object]) -> tuple[int, bytes]:
+        data = json.dumps(body, ensure_ascii=False).encode()
+        head = (
+            f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {len(data)}\r\n\r\n"
+        ).encode()
+        reader, writer = (
+            self._idle.pop() if self._idle else await asyncio.open_connection("127.0.0.1", self.port)
+        )
+        try:
+            writer.write(head + data)
+            status_line = await reader.readline()
+            length = 0
+            while (line := await reader.readline()) not in (b"\r\n", b""):
+                name, _, value = line.decode("latin-1").partition(":")
+                if name.strip().lower() == "content-length":
+                    length = int(value)
+            payload = await reader.readexactly(length)
+        except (OSError, asyncio.IncompleteReadError, ValueError):
+            writer.close()
+            return 0, b""
+        self._idle.append((reader, writer))
+        return int(status_line.split()[1]), payload
+
+    def close(self) -> None:
+        for _, writer in self._idle:
+            writer.close()
+
+
 async def fixed_rate(
-    url: str, lines: list[str], rate: float, seconds: float, reload_model: Path | None = None
+    port: int, lines: list[str], rate: float, seconds: float, reload_model: Path | None = None
 ) -> dict[str, float]:
     """Open-loop load: request i is due at start + i/rate; latency counts from that moment."""
     total = int(rate * seconds)
     latencies: list[float] = []
     errors = 0
     reloads = 0
-    limits = httpx.Limits(max_connections=256, max_keepalive_connections=256)
-    async with httpx.AsyncClient(base_url=url, limits=limits, timeout=30) as http:
-        start = time.perf_counter() + 0.2
+    conns = Connections(port)
+    start = time.perf_counter() + 0.2
 
-        async def one(i: int) -> None:
-            nonlocal errors
-            due = start + i / rate
-            await asyncio.sleep(max(0.0, due - time.perf_counter()))
-            try:
-                r = await http.post("/api/v1/generate", json={"upper": lines[i % len(lines)], "n": 5})
-                ok = r.status_code == 200 and len(r.json()["candidates"]) > 0
-            except httpx.HTTPError:
-                ok = False
-            latencies.append(time.perf_counter() - due)
-            errors += not ok
+    async def one(i: int) -> None:
+        nonlocal errors
+        due = start + i / rate
+        await asyncio.sleep(max(0.0, due - time.perf_counter()))
+        status, payload = await conns.post("/api/v1/generate", {"upper": lines[i % len(lines)], "n": 5})
+        latencies.append(time.perf_counter() - due)
+        errors += not (status == 200 and json.loads(payload)["candidates"])
 
-        async def reloader() -> None:
-            nonlocal reloads
-            for k in range(3):
+    async def reloader() -> None:
+        nonlocal reloads
+        async with httpx.AsyncClient(timeout=120) as http:
+            for _ in range(3):
                 await asyncio.sleep(seconds / 4)
                 r = await http.post(
-                    "/api/v1/admin/reload",
+                    f"http://127.0.0.1:{port}/api/v1/admin/reload",
                     json={"model_dir": str(reload_model)},
                     headers={"X-Admin-Token": TOKEN},
                 )
                 reloads += r.status_code == 200
-                del k
 
-        tasks = [one(i) for i in range(total)]
-        if reload_model is not None:
-            tasks.append(reloader())
-        await asyncio.gather(*tasks)
-        elapsed = time.perf_counter() - start
+    tasks = [one(i) for i in range(total)]
+    if reload_model is not None:
+        tasks.append(reloader())
+    await asyncio.gather(*tasks)
+    elapsed = time.perf_counter() - start
+    conns.close()
     figures = {
         "requests": float(total),
         "achieved_rps": total / elapsed,
@@ -244,10 +277,10 @@ def run(args: Any) -> dict[str, object]:
                 "distinct_lines": float(len(lines)),
                 "rate_target": rate,
             }
-            for key, value in asyncio.run(fixed_rate(url, lines, rate, seconds)).items():
+            for key, value in asyncio.run(fixed_rate(port, lines, rate, seconds)).items():
                 results[key] = value
             reload_lines = lines[len(lines) // 2 :] or lines
-            for key, value in asyncio.run(fixed_rate(url, reload_lines, rate, seconds / 2, model)).items():
+            for key, value in asyncio.run(fixed_rate(port, reload_lines, rate, seconds / 2, model)).items():
                 results[f"reload_{key}"] = value
             if shutil.which("wrk"):
                 results.update(saturation_wrk(url, lines[::-1], 5 if quick else 15, 8, tmp))
