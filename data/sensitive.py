@@ -94,6 +94,12 @@ class SensitiveFilter:
         # Which allow-words can excuse a given hit word: computed once per distinct hit.
         self._allow_for: dict[str, list[str]] = {}
 
+    def to_hashes(self) -> np.ndarray:
+        """This filter's words as :func:`hash_words` output (for ``from_hashes``)."""
+        if self._hashes is not None:
+            return np.array(sorted(self._hashes), dtype=np.uint64)
+        return hash_words(self._words)
+
     def __len__(self) -> int:
         return len(self._hashes) if self._hashes is not None else len(self._words)
 

@@ -64,3 +64,11 @@ def test_flag_lines_is_a_superset_of_lines_with_hits() -> None:
 def test_empty_list_finds_nothing() -> None:
     assert SensitiveFilter([]).is_clean("月经")
     assert len(SensitiveFilter([]).flag_lines(CharBatch(["月经"]))) == 0
+
+
+def test_to_hashes_round_trip() -> None:
+    plain = SensitiveFilter(WORDS, allow=["岁月经过", "恶"])
+    hashed = SensitiveFilter.from_hashes(plain.to_hashes(), allow=["岁月经过"])
+    assert len(hashed) == len(plain) == 3
+    assert hashed.hits("岁月经过月经恶人") == plain.hits("岁月经过月经恶人") == ["月经"]
+    assert np.array_equal(hashed.to_hashes(), plain.to_hashes())
