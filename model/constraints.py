@@ -476,14 +476,17 @@ class RepeatsMirrored:
         if step.pos == 0 or step.pos >= self.copy_of.size(1):
             return scores
         src = self.copy_of[step.row, step.pos]  # (B,)
-        new = self.new[step.row, step.pos]  # (B,)
-        seen = torch.zeros_like(scores, dtype=torch.bool).scatter_(1, step.prefix, True)  # (B, V)
-        scores = scores.masked_fill(seen & new[:, None], NEG_INF)
-        copy = src >= 0
+        new = self.new[step.row, step.pos][:, None]  # (B, 1)
+        # (B, pos) work only: overwrite the prefix's tokens, -inf on rows with a new character
+        earlier = torch.where(new, NEG_INF, scores.gather(1, step.prefix))  # (B, pos)
+        scores = scores.scatter(1, step.prefix, earlier)
+        copy = (src >= 0)[:, None]  # (B, 1)
         if bool(copy.any()):
             tok = step.prefix.gather(1, src.clamp(min=0)[:, None])  # (B, 1)
-            only = torch.ones_like(seen).scatter_(1, tok, False)  # (B, V) True = not the copy
-            scores = scores.masked_fill(only & copy[:, None], NEG_INF)
+            keep = scores.gather(1, tok)  # (B, 1)
+            scores = scores.masked_fill(copy, NEG_INF).scatter_(
+                1, tok, torch.where(copy, keep, scores.gather(1, tok))
+            )
         return scores
 
 

@@ -12,12 +12,15 @@ Shapes: N requests, K beams, B = N*K rows, L line length, V vocabulary.
 
 from __future__ import annotations
 
+import copy
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import cast
 
 import torch
 import torch.nn.functional as F
-from torch import Tensor
+from torch import Tensor, nn
 
 from data.text import is_punct
 from data.vocab import BOS_ID, Vocab
@@ -31,9 +34,17 @@ from model.constraints import (
     fuse,
     plan_request,
 )
-from model.rules import check
-from model.tones import Tone, mark
-from model.transformer import CoupletTransformer
+from model.rules import (
+    RuleReport,
+    no_reuse,
+    no_three_level_tail,
+    punctuation_mirrored,
+    repeats_mirrored,
+    rhythm_share,
+    tone_end_ok,
+)
+from model.tones import Tone, line_tones, mark
+from model.transformer import CoupletTransformer, DecoderCache, LayerCache
 
 MAX_CANDIDATES = 20
 
@@ -55,6 +66,7 @@ class DecodeOptions:
     required_chars: str = ""  # 嵌字: each must appear somewhere
     rhythm_weight: float = 1.0  # cost of an unopposed tone at a rhythm position
     three_level_weight: float = 1.0  # cost of a level tone that makes a 三平尾
+    score_end: bool = False  # one more model step for log P(end of sequence) after the line
 
     @property
     def beam(self) -> int:
@@ -64,7 +76,7 @@ class DecodeOptions:
 @dataclass(frozen=True)
 class Candidate:
     text: str
-    score: float  # model log-probability per token (the L characters and the end)
+    score: float  # model log-probability per token (the L characters, and the end if scored)
     report: dict[str, bool | float | None]  # model.rules.check(...).as_dict()
 
 
@@ -79,14 +91,25 @@ class DecodeResult:
 
 @torch.inference_mode()
 def beam_search(
-    model: CoupletTransformer, src: Tensor, table: Tensor, step_rules: Sequence[object], beam: int
+    model: CoupletTransformer,
+    src: Tensor,
+    table: Tensor,
+    step_rules: Sequence[object],
+    beam: int,
+    score_end: bool = True,
 ) -> tuple[Tensor, Tensor, Tensor]:
     """Fixed-length beam search: src (N, S), table (N, L+1, V) -> tokens (N, K, L),
-    search scores (N, K) (log-probs plus preferences), model log-probs (N, K)."""
+    search scores (N, K) (log-probs plus preferences), model log-probs (N, K).
+
+    Without ``score_end`` the search stops after the L characters: the end of sequence,
+    forced at L, is then not scored (it saves a whole model step)."""
     n, steps, v = table.shape
+    length = steps - 1
+    steps = steps if score_end else length
     k = beam
     row = torch.arange(n).repeat_interleave(k)  # (B,) the request of each row
-    cache = model.reorder_cache(model.new_cache(model.encode(src), src), row)
+    cache = _fit_cache(model.new_cache(model.encode(src), src), steps)
+    cache = model.reorder_cache(cache, row)
     prev = torch.full((n * k,), BOS_ID, dtype=torch.long)
     search = torch.full((n, k), float("-inf"))
     search[:, 0] = 0.0  # one live beam at the start, so the first step gives K distinct ones
@@ -105,16 +128,49 @@ def beam_search(
         logp_sum = logp_sum[parent] + logp[parent, tok]
         tokens = torch.cat([tokens[parent], tok[:, None]], dim=1)  # (B, pos+1)
         if pos + 1 < steps:
-            cache = model.reorder_cache(cache, parent)
+            cache = _reorder_beams(model, cache, parent)
         prev = tok
-    return tokens[:, : steps - 1].view(n, k, steps - 1), search, logp_sum.view(n, k)
+    return tokens[:, :length].reshape(n, k, length), search, logp_sum.view(n, k)
+
+
+def quantized(model: CoupletTransformer) -> CoupletTransformer:
+    """A copy of ``model`` with int8 dynamically quantised linear layers, for the CPU."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # torch.ao.quantization is deprecated but kept in 2.13
+        q = torch.ao.quantization.quantize_dynamic(
+            copy.deepcopy(model).eval(), {nn.Linear}, dtype=torch.qint8
+        )
+    return cast(CoupletTransformer, q)
+
+
+def _fit_cache(cache: DecoderCache, steps: int) -> DecoderCache:
+    """Cut the self-attention buffers (allocated for the model's longest line) to the
+    ``steps`` positions this search writes, so that reordering beams copies only those."""
+    if not isinstance(cache, DecoderCache):
+        return cache
+    layers = [LayerCache(c.k[:, :, :steps], c.v[:, :, :steps], c.ck, c.cv) for c in cache.layers]
+    aligned = None if cache.aligned is None else cache.aligned[:, :steps]
+    return DecoderCache(layers, cache.mem_mask, aligned)
+
+
+def _reorder_beams(model: CoupletTransformer, cache: DecoderCache, parent: Tensor) -> DecoderCache:
+    """``model.reorder_cache`` for beams that stay within their request: the rows of one
+    request share the cross-attention keys, so only the self-attention cache moves."""
+    if not isinstance(cache, DecoderCache):
+        return model.reorder_cache(cache, parent)
+    layers = [
+        LayerCache(c.k.index_select(0, parent), c.v.index_select(0, parent), c.ck, c.cv) for c in cache.layers
+    ]
+    return DecoderCache(layers, cache.mem_mask, cache.aligned)
 
 
 class Decoder:
     """Lower lines for upper lines from a CoupletTransformer, under the couplet rules."""
 
-    def __init__(self, model: CoupletTransformer, vocab: Vocab) -> None:
-        self.model = model.eval()
+    def __init__(self, model: CoupletTransformer, vocab: Vocab, int8: bool = False) -> None:
+        """``int8``: decode with a copy of the model whose linear layers run in int8
+        (dynamic quantisation; about 1.7x faster steps on a CPU, logits within ~0.1)."""
+        self.model = quantized(model) if int8 else model.eval()
         self.vocab = vocab
         size = model.cfg.vocab_size
         if size < len(vocab):
@@ -170,10 +226,10 @@ class Decoder:
         length = plans[0].length
         table = fuse(position, len(plans), length, self.tables.size)  # (N, L+1, V)
         src = torch.tensor([self.vocab.encode(p.upper) for p in plans])  # (N, L)
-        tokens, search, logp = beam_search(self.model, src, table, stepwise, options.beam)
+        tokens, search, logp = beam_search(self.model, src, table, stepwise, options.beam, options.score_end)
+        per_token = logp / (length + int(options.score_end))
         return [
-            self._result(plan, tokens[n], search[n], logp[n] / (length + 1), options)
-            for n, plan in enumerate(plans)
+            self._result(plan, tokens[n], search[n], per_token[n], options) for n, plan in enumerate(plans)
         ]
 
     def _result(
@@ -187,7 +243,7 @@ class Decoder:
             if s == float("-inf") or text in seen:
                 continue
             seen.add(text)
-            report = check(plan.upper, text, plan.mode).as_dict()
+            report = rule_report(plan, text).as_dict()
             candidates.append(Candidate(text, sc, report))
             if len(candidates) == options.n_best:
                 break
@@ -206,6 +262,23 @@ class Decoder:
         return "".join(
             u if t >= 0 else pieces[i] for u, t, i in zip(plan.upper, plan.punct, ids, strict=True)
         )
+
+
+def rule_report(plan: Plan, lower: str) -> RuleReport:
+    """``model.rules.check(plan.upper, lower, plan.mode)`` with the upper line's tones,
+    read once in the plan, reused for every candidate (the tests hold the two equal)."""
+    if len(lower) != plan.length:
+        return RuleReport(False, False, False, no_reuse(plan.upper, lower), None, None, True)
+    ut, lt = list(plan.upper_tones), line_tones(lower, plan.mode)
+    return RuleReport(
+        length=True,
+        punctuation=punctuation_mirrored(plan.upper, lower),
+        repeats=repeats_mirrored(plan.upper, lower),
+        no_reuse=no_reuse(plan.upper, lower),
+        tone_end=tone_end_ok(ut, lt, plan.upper, lower),
+        rhythm=rhythm_share(ut, lt, plan.upper),
+        no_three_level_tail=no_three_level_tail(lt),
+    )
 
 
 def _end_tone(plan: Plan) -> Tone:

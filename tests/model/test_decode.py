@@ -33,12 +33,12 @@ def decoder(vocab: Vocab) -> Decoder:
     return Decoder(tiny_model(vocab), vocab)
 
 
-def sequence_logp(model: CoupletTransformer, src: list[int], tgt: list[int]) -> float:
-    """Teacher-forced log-probability of ``tgt`` + EOS, through ``forward`` (no cache)."""
+def sequence_logp(model: CoupletTransformer, src: list[int], tgt: list[int], end: bool = True) -> float:
+    """Teacher-forced log-probability of ``tgt`` (+ EOS), through ``forward`` (no cache)."""
     with torch.inference_mode():
         logits = model(torch.tensor([src]), torch.tensor([[BOS_ID, *tgt]]))  # (1, T, V)
         logp = F.log_softmax(logits[0].float(), dim=-1)
-    return float(sum(logp[i, t] for i, t in enumerate([*tgt, EOS_ID])))
+    return float(sum(logp[i, t] for i, t in enumerate([*tgt, EOS_ID] if end else tgt)))
 
 
 def test_beam_search_with_a_wide_beam_is_exact(vocab):
@@ -52,28 +52,37 @@ def test_beam_search_with_a_wide_beam_is_exact(vocab):
     table[0, length, EOS_ID] = 0.0
     src = vocab.encode("千山雪")
     k = len(allowed) ** length  # every sequence survives until the end-of-sequence step
-    tokens, search, logp = beam_search(model, torch.tensor([src]), table, [], k)
-    brute = sorted(
-        ((sequence_logp(model, src, list(seq)), seq) for seq in itertools.product(allowed, repeat=length)),
-        reverse=True,
-    )
-    for rank in range(k):
-        assert tuple(tokens[0, rank].tolist()) == brute[rank][1]
-        assert logp[0, rank].item() == pytest.approx(brute[rank][0], abs=1e-4)
-        assert search[0, rank].item() == pytest.approx(brute[rank][0], abs=1e-4)
+    tokens, search, found = beam_search(model, torch.tensor([src]), table, [], k)
+    seqs = list(itertools.product(allowed, repeat=length))
+    with torch.inference_mode():  # every sequence + EOS, teacher-forced in one batch
+        tgt = torch.tensor([[BOS_ID, *seq] for seq in seqs])  # (216, 4)
+        logp = F.log_softmax(model(torch.tensor([src] * len(seqs)), tgt).float(), dim=-1)
+        gold = torch.tensor([[*seq, EOS_ID] for seq in seqs])
+        totals = logp.gather(2, gold[:, :, None])[:, :, 0].sum(1)  # (216,)
+    brute = dict(zip(seqs, totals.tolist(), strict=True))
+    ranked = sorted(brute.values(), reverse=True)
+    for rank in range(k):  # (compared by score, so that near-ties may come in either order)
+        seq = tuple(tokens[0, rank].tolist())
+        assert found[0, rank].item() == pytest.approx(brute[seq], abs=1e-4)
+        assert found[0, rank].item() == pytest.approx(ranked[rank], abs=1e-4)
+        assert search[0, rank].item() == pytest.approx(ranked[rank], abs=1e-4)
+    assert len({tuple(t) for t in tokens[0].tolist()}) == k
 
 
 def test_candidates_are_distinct_ranked_and_scored_by_the_model(decoder, vocab):
     upper = "风声雨声读书声"
-    result = decoder.generate(upper, DecodeOptions(n_best=8, rhythm_weight=0, three_level_weight=0))
-    texts = [c.text for c in result.candidates]
-    assert len(texts) == 8 == len(set(texts))
-    for c in result.candidates:
-        expect = sequence_logp(decoder.model, vocab.encode(upper), vocab.encode(c.text)) / (len(upper) + 1)
-        assert c.score == pytest.approx(expect, abs=1e-4)
-        assert c.report == check(upper, c.text).as_dict() and c.report["repeats"]
-    scores = [c.score for c in result.candidates]
-    assert scores == sorted(scores, reverse=True)  # no preferences: ranked by the model alone
+    src = vocab.encode(upper)
+    for end in (False, True):
+        options = DecodeOptions(n_best=8, rhythm_weight=0, three_level_weight=0, score_end=end)
+        result = decoder.generate(upper, options)
+        texts = [c.text for c in result.candidates]
+        assert len(texts) == 8 == len(set(texts))
+        for c in result.candidates:
+            expect = sequence_logp(decoder.model, src, vocab.encode(c.text), end) / (len(upper) + end)
+            assert c.score == pytest.approx(expect, abs=1e-4)
+            assert c.report == check(upper, c.text).as_dict() and c.report["repeats"]
+        scores = [c.score for c in result.candidates]
+        assert scores == sorted(scores, reverse=True)  # no preferences: ranked by the model alone
 
 
 def test_unknown_characters_are_reported_and_mirrored(decoder, vocab):
@@ -137,6 +146,15 @@ def test_classical_mode_uses_the_rusheng_table(decoder, tmp_path, monkeypatch):
     assert all(c.report["tone_end"] is True for c in result.candidates)
     modern = decoder.generate(upper)
     assert modern.upper_end_tone == "平" and modern.probably_reversed
+
+
+def test_int8_decoder_keeps_the_rules_and_close_scores(decoder, vocab):
+    fast = Decoder(decoder.model, vocab, int8=True)
+    upper = "海纳百川有容乃大"
+    for c in fast.generate(upper).candidates:
+        assert c.report == check(upper, c.text).as_dict() and check(upper, c.text).hard_ok
+        exact = sequence_logp(decoder.model, vocab.encode(upper), vocab.encode(c.text), False) / len(upper)
+        assert c.score == pytest.approx(exact, abs=0.05)
 
 
 def test_upper_line_ending_level_is_flagged(decoder):

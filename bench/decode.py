@@ -1,0 +1,104 @@
+"""Decoding speed: one request for 10 candidates with every couplet rule on (p50 / p99 in
+ms over upper lines from the test set), and lines per second decoding the test set in batches.
+
+The model is the shipped default bundle when there is one, else a randomly initialised
+model of the ``cpu`` preset's size (the speed of a step does not depend on the weights).
+Upper lines come from the wb14123 test set when the corpus is present, else from the test
+fixtures. Goal (BENCHMARKS.md): p50 <= 15 ms, p99 <= 50 ms on a 2-core machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+from data.paths import ROOT, corpus_dir, data_dir, default_model_dir
+from data.vocab import Vocab
+from model.decode import DecodeOptions, Decoder
+from model.transformer import CoupletTransformer, ModelConfig
+
+FIXTURE = ROOT / "tests" / "model" / "fixtures" / "couplets50.tsv"
+PRESET = ROOT / "model" / "presets" / "cpu.json"
+
+
+def upper_lines() -> tuple[list[str], str]:
+    test = corpus_dir() / "wb14123_test.tsv"
+    path = test if test.is_file() else FIXTURE
+    lines = [row.split("\t")[0] for row in path.read_text(encoding="utf-8").splitlines() if row.strip()]
+    return lines, path.name
+
+
+def load_decoder() -> tuple[Decoder, str]:
+    bundle = default_model_dir() / "model.pt"
+    if bundle.is_file():
+        from model.bundle import load_bundle
+
+        b = load_bundle(default_model_dir())
+        return Decoder(b.model, b.vocab), "shipped"
+    spm = data_dir() / "spm.model"
+    if spm.is_file():
+        vocab = Vocab.from_file(spm)
+    else:
+        lines, _ = upper_lines()
+        vocab = Vocab.train(lines, Path(tempfile.mkdtemp()) / "spm", vocab_size=0, minloglevel=2)
+    preset = json.loads(PRESET.read_text())["model"]
+    torch.manual_seed(0)
+    cfg = ModelConfig.from_dict({**preset, "vocab_size": max(8000, len(vocab))})
+    return Decoder(CoupletTransformer(cfg).eval(), vocab), "random (cpu preset size)"
+
+
+def latencies(decoder: Decoder, uppers: list[str], options: DecodeOptions) -> list[float]:
+    for upper in uppers[:5]:  # warm-up
+        decoder.generate(upper, options)
+    out = []
+    for upper in uppers:
+        start = time.perf_counter()
+        decoder.generate(upper, options)
+        out.append((time.perf_counter() - start) * 1000)
+    return out
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def run(args: argparse.Namespace) -> dict[str, object]:
+    quick = bool(getattr(args, "quick", False))
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # one request per core: small matrices gain nothing from a second thread
+    try:
+        decoder, model_kind = load_decoder()
+        uppers, source = upper_lines()
+        options = DecodeOptions(n_best=10)
+        ms = latencies(decoder, uppers[: 100 if quick else 1000], options)
+        spring = [u for u in uppers if "春" not in u and "，" not in u[:1]]
+        with_user = latencies(
+            decoder, spring[: 30 if quick else 200], DecodeOptions(n_best=10, required_first="春")
+        )
+        batch = uppers[: 300 if quick else len(uppers)]
+        torch.set_num_threads(threads)
+        start = time.perf_counter()
+        decoder.generate_batch(batch, DecodeOptions(n_best=1, beam_size=10), batch_size=32)
+        seconds = time.perf_counter() - start
+    finally:
+        torch.set_num_threads(threads)
+    return {
+        "model": model_kind,
+        "params_m": round(sum(p.numel() for p in decoder.model.parameters()) / 1e6, 2),
+        "lines_from": source,
+        "requests": len(ms),
+        "latency_p50_ms": round(statistics.median(ms), 2),
+        "latency_p99_ms": round(percentile(ms, 0.99), 2),
+        "latency_mean_ms": round(statistics.fmean(ms), 2),
+        "latency_with_required_first_p50_ms": round(statistics.median(with_user), 2),
+        "batch_lines": len(batch),
+        "batch_lines_per_s": round(len(batch) / seconds, 1),
+        "batch_threads": threads,
+    }
