@@ -26,9 +26,10 @@ def main(argv: list[str] | None = None) -> int:
     if not (settings.model_dir / MODEL_FILE).is_file():
         print(
             f"no model bundle at {settings.model_dir} (missing {MODEL_FILE}).\n"
-            "Get one by training: `make data && make train` (or `make train PRESET=tiny` for a quick one),\n"
-            "which exports models/default/; or point to a bundle with `python -m serve --model DIR`\n"
-            "(make serve SERVE_ARGS='--model DIR') or DUILIAN_SERVE_MODEL_DIR.",
+            "The shipped model lives in models/default/. To make one: `make train TRAIN_ARGS=--ship`\n"
+            "(`make train PRESET=tiny TRAIN_ARGS=--ship` for a quick, weak one), which installs its bundle\n"
+            "there; or serve another bundle with `make serve SERVE_ARGS='--model work/train/cpu/bundle'`\n"
+            "(python -m serve --model DIR, or DUILIAN_SERVE_MODEL_DIR=DIR).",
             file=sys.stderr,
         )
         return 2
