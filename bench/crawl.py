@@ -14,11 +14,13 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from crawler.extract import looks_like_couplet
 from crawler.mirror import HAND_PAIRS, MirrorServer, Site, build_site, corpus_pairs
-from data.paths import ROOT
+from data.paths import ROOT, corpus_dir
 
 SPIDERS = ("sina", "prose")
 
@@ -56,13 +58,15 @@ def _crawl(site: Site, outs: list[Path], redis_url: str | None) -> dict[str, Any
     span = (mirror.last_hit or 0) - (mirror.first_hit or 0)
     exact = all(code == 0 for code in codes)
     per_process = []
+    forms: Counter[str] = Counter()
     for name in SPIDERS:
-        pairs: list[tuple[str, str]] = []
+        items = []
         for out in outs:
-            if not (out / f"{name}.jsonl").exists():
-                continue
-            with (out / f"{name}.jsonl").open(encoding="utf-8") as f:
-                pairs += [(o["upper"], o["lower"]) for o in map(json.loads, f)]
+            if (out / f"{name}.jsonl").exists():
+                with (out / f"{name}.jsonl").open(encoding="utf-8") as f:
+                    items += [json.loads(line) for line in f]
+        pairs = [(o["upper"], o["lower"]) for o in items]
+        forms.update(o["form"] for o in items)
         exact &= len(pairs) == len(set(pairs)) and set(pairs) == site.expected[name]
     for out in outs:
         per_process.append(
@@ -74,11 +78,22 @@ def _crawl(site: Site, outs: list[Path], redis_url: str | None) -> dict[str, Any
             )
         )
     return {
+        "forms": forms,
         "pages": pages,
         "pages_per_s": pages / span,
         "exact": exact,
         "per_process": per_process,
     }
+
+
+def _adjacent_recall() -> float | None:
+    """Share of the human test pairs that the strict two-bare-lines rule accepts."""
+    path = corpus_dir() / "wb14123_test.tsv"
+    if not path.exists():
+        return None
+    with path.open(encoding="utf-8") as f:
+        pairs = [line.rstrip("\n").split("\t") for line in f]
+    return sum(looks_like_couplet(p[0], p[1]) for p in pairs if len(p) == 2) / len(pairs)
 
 
 def run(args: Any) -> dict[str, object]:
@@ -93,7 +108,11 @@ def run(args: Any) -> dict[str, object]:
             "mirror_pairs": sum(len(v) for v in site.expected.values()),
             "one_process_pages_per_s": round(one["pages_per_s"], 1),
             "one_process_exact": one["exact"],
+            **{f"extracted_{form}": n for form, n in sorted(one["forms"].items())},
         }
+        recall = _adjacent_recall()
+        if recall is not None:
+            figures["bare_line_rule_recall_wb14123_test"] = round(recall, 4)
         if shutil.which("redis-server") is None:
             figures["two_processes"] = "skipped: no redis-server"
             return figures
