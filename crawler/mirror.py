@@ -133,6 +133,7 @@ class Site:
     expected: dict[str, set[Pair]]  # spider name -> every pair a correct crawl yields
     forbidden: set[Pair]  # pairs only on robots-disallowed pages
     invalid: dict[str, int]  # spider name -> malformed pairs on its pages (dropped by validation)
+    special: dict[str, str] = field(default_factory=dict)  # "gbk", "gb18030", "truncated" -> path
 
     @property
     def n_pages(self) -> int:
@@ -224,7 +225,12 @@ def _sina_list(n: int, n_pages: int, links: list[tuple[str, str]]) -> str:
 
 
 def _build_sina(
-    pages: dict[str, Page], pairs: list[Pair], extra: list[Pair], rng: random.Random, per: int
+    pages: dict[str, Page],
+    special: dict[str, str],
+    pairs: list[Pair],
+    extra: list[Pair],
+    rng: random.Random,
+    per: int,
 ) -> int:
     """Sina layout; returns the number of malformed pairs planted. ``extra``: two pairs for
     the robots-forbidden page."""
@@ -243,9 +249,11 @@ def _build_sina(
         if not gbk_done and i >= 2 and _gbk_ok(chunk):
             pages[path] = _ok(_sina_article(title, body, "GBK", meta=False), "gbk", "GBK")
             gbk_done = True
+            special["gbk"] = path
         elif i == 3:  # cut off inside the HTML, after the pairs
             page = _sina_article(title, body)
             pages[path] = _ok(page[: page.index("</div></div>")])
+            special["truncated"] = path
         else:
             pages[path] = _ok(_sina_article(title, body))
         links.append((path, title))
@@ -299,7 +307,9 @@ def _prose_article(title: str, pairs: list[Pair], rng: random.Random, k0: int) -
     return "<article>" + "".join(parts) + "</article>"
 
 
-def _build_prose(pages: dict[str, Page], pairs: list[Pair], rng: random.Random, per: int) -> None:
+def _build_prose(
+    pages: dict[str, Page], special: dict[str, str], pairs: list[Pair], rng: random.Random, per: int
+) -> None:
     articles = _chunks(pairs, per)
     if len(articles) > 1:
         articles[-1] = [*articles[-1], articles[0][-1]]
@@ -312,6 +322,7 @@ def _build_prose(pages: dict[str, Page], pairs: list[Pair], rng: random.Random, 
             # gb2312 in the <meta>, no charset in the header: decoded as GB18030, its superset
             pages[path] = _ok(html_page(title, body, "gb2312"), "gb18030", None)
             meta_done = True
+            special["gb18030"] = path
         else:
             pages[path] = _ok(html_page(title, body))
         links.append(path)
@@ -339,14 +350,16 @@ def build_site(pairs: list[Pair], *, per_article: int = 6, seed: int = 0) -> Sit
     cut = len(pairs) * 3 // 5
     sina, prose = pairs[:cut], pairs[cut:]
     pages: dict[str, Page] = {"/robots.txt": Page(200, ROBOTS.encode(), {"Content-Type": "text/plain"})}
-    invalid = _build_sina(pages, sina, forbidden, rng, per_article)
-    _build_prose(pages, prose, rng, max(2, per_article // 2))
+    special: dict[str, str] = {}
+    invalid = _build_sina(pages, special, sina, forbidden, rng, per_article)
+    _build_prose(pages, special, prose, rng, max(2, per_article // 2))
     return Site(
         pages=pages,
         start={"sina": _sina_list_path(1), "prose": "/wenzhang/index.html"},
         expected={"sina": set(sina), "prose": set(prose)},
         forbidden=set(forbidden),
         invalid={"sina": invalid, "prose": 0},
+        special=special,
     )
 
 

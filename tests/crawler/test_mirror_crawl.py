@@ -54,5 +54,7 @@ def test_scrapy_crawl_finds_every_pair_once(name: str, mirror_pairs: list[Pair],
         assert stats["httperror/response_ignored_status_count/404"] == 1
         assert mirror.hits["/s/blog_moved.html"] == 1  # followed, its target not fetched twice
         assert stats.get("normalise/changed/upper", 0) >= 1  # the ASCII-comma article
+    for kind in ("gbk", "truncated") if name == "sina" else ("gb18030",):
+        assert mirror.hits[site.special[kind]] == 1, f"the {kind} page was not crawled"
     page_hits = [n for p, n in mirror.hits.items() if p.endswith(".html") and p != "/s/blog_broken.html"]
     assert max(page_hits) == 1, "a page fetched twice"
