@@ -215,7 +215,7 @@ class CoupletService:
                 self._cache[key] = answer
                 while len(self._cache) > self._cache_size:
                     self._cache.popitem(last=False)
-        known = self.known.lowers(q.upper) if self.known is not None else []
+        known = [w for w in self.known.lowers(q.upper) if model.is_clean(w)] if self.known is not None else []
         return answer.model_copy(update={"known_lower_lines": known}) if known else answer
 
     def reload(self, path: Path) -> tuple[str, str, float]:

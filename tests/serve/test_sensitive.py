@@ -11,7 +11,7 @@ from model.bundle import load_bundle
 from model.decode import DecodeOptions, Decoder
 from serve.main import create_app
 from serve.settings import Settings
-from tests.serve.conftest import BAD_WORD
+from tests.serve.conftest import BAD_WORD, wait_known
 
 UPPERS = ["春风", "山高", "江河", "花开"]  # end level, so 蛋 (oblique) may end the lower line
 
@@ -55,3 +55,12 @@ def test_configured_word_list_with_allow_list(
     with TestClient(app):
         model = app.state.service.model
         assert model.is_clean(f"{BAD_WORD}糕") and not model.is_clean(f"{BAD_WORD}汤")
+
+
+def test_known_lower_lines_are_filtered_too(settings: Settings, bad_bundle: Path, tmp_path: Path) -> None:
+    pairs = tmp_path / "train.tsv"
+    pairs.write_text(f"江河\t{BAD_WORD}\n江河\t湖海\n", encoding="utf-8")
+    app = create_app(settings.model_copy(update={"model_dir": bad_bundle, "known_pairs": pairs}))
+    with TestClient(app) as c:
+        wait_known(app)
+        assert c.post("/api/v1/generate", json={"upper": "江河"}).json()["known_lower_lines"] == ["湖海"]
