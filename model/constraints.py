@@ -58,6 +58,7 @@ class VocabTables:
     never: Tensor  # (V,) bool: special or whitespace pieces, never generated (EOS apart)
     punct: Tensor  # (V,) bool: punctuation marks
     _tones: dict[tuple[str, str], Tensor] = field(default_factory=dict)
+    _masks: dict[tuple[object, ...], Tensor] = field(default_factory=dict)
 
     @classmethod
     def build(cls, vocab: Vocab, pieces: list[str] | None = None) -> VocabTables:
@@ -95,7 +96,20 @@ class VocabTables:
             self._tones[key] = _tone_tensor(self.pieces, fn)
         return self._tones[key]
 
+    def level(self, mode: str) -> Tensor:
+        """(V,) bool: level in the context-free reading."""
+        key = ("level", mode)
+        if key not in self._masks:
+            self._masks[key] = self.tone(mode) == int(Tone.LEVEL)
+        return self._masks[key]
+
     def end_ok(self, mode: str, want: Tone) -> Tensor:
+        key = ("end", mode, int(want))
+        if key not in self._masks:
+            self._masks[key] = self._end_ok(mode, want)
+        return self._masks[key]
+
+    def _end_ok(self, mode: str, want: Tone) -> Tensor:
         """(V,) bool: characters the string check will accept as the lower line's end.
 
         Lenient mode accepts any reading; modern and classical modes read the line in
@@ -384,7 +398,7 @@ class SpecialTokens(PositionRule):
     an upper-line punctuation mark the vocabulary lacks, which the text then mirrors."""
 
     def add_to(self, table: Tensor) -> None:
-        table[:, :, self.tables.never] = NEG_INF
+        table.masked_fill_(self.tables.never, NEG_INF)
         for n, plan in enumerate(self.plans):
             for pos, tok in enumerate(plan.punct):
                 if tok == UNK_ID:
@@ -396,20 +410,19 @@ class ExactLength(PositionRule):
 
     def add_to(self, table: Tensor) -> None:
         table[:, : self.length, EOS_ID] = NEG_INF
-        for n in range(len(self.plans)):
-            _force(table[n, self.length], EOS_ID)
+        keep = table[:, self.length, EOS_ID].clone()
+        table[:, self.length] = NEG_INF
+        table[:, self.length, EOS_ID] = keep
 
 
 class PunctuationMirrored(PositionRule):
     """The upper line's mark at its positions, and no punctuation anywhere else."""
 
     def add_to(self, table: Tensor) -> None:
-        for n, plan in enumerate(self.plans):
-            for pos, tok in enumerate(plan.punct):
-                if tok >= 0:
-                    _force(table[n, pos], tok)
-                else:
-                    table[n, pos, self.tables.punct] = NEG_INF
+        marks = torch.tensor([p.punct for p in self.plans]) >= 0  # (N, L)
+        table[:, : self.length].masked_fill_(~marks[:, :, None] & self.tables.punct, NEG_INF)
+        for n, pos in marks.nonzero().tolist():
+            _force(table[n, pos], self.plans[n].punct[pos])
 
 
 class NoReuse(PositionRule):
@@ -428,7 +441,7 @@ class ToneEnd(PositionRule):
     def add_to(self, table: Tensor) -> None:
         for n, plan in enumerate(self.plans):
             if plan.end_pos >= 0:
-                table[n, plan.end_pos, ~self.tables.end_ok(plan.mode, plan.want_end)] = NEG_INF
+                table[n, plan.end_pos].masked_fill_(~self.tables.end_ok(plan.mode, plan.want_end), NEG_INF)
 
 
 class Locks(PositionRule):
@@ -454,12 +467,14 @@ class Rhythm(PositionRule):
         self.weight = weight
 
     def add_to(self, table: Tensor) -> None:
+        up = torch.zeros(len(self.plans), self.length + 1, dtype=torch.int8)  # (N, L+1)
         for n, plan in enumerate(self.plans):
-            tone = self.tables.tone(plan.mode)  # (V,)
             for pos in rhythm_positions(plan.upper):
-                up = plan.upper_tones[pos]
-                if up in (Tone.LEVEL, Tone.OBLIQUE):
-                    table[n, pos, tone == int(up)] -= self.weight
+                if plan.upper_tones[pos] in (Tone.LEVEL, Tone.OBLIQUE):
+                    up[n, pos] = int(plan.upper_tones[pos])
+        tone = torch.stack([self.tables.tone(p.mode) for p in self.plans])  # (N, V)
+        same = (up[:, :, None] == tone[:, None, :]) & (up != 0)[:, :, None]  # (N, L+1, V)
+        table.sub_(self.weight * same.to(table.dtype))
 
 
 class RepeatsMirrored:
@@ -546,7 +561,7 @@ class NoThreeLevelTail:
     def __init__(self, plans: Sequence[Plan], tables: VocabTables, weight: float) -> None:
         self.length = _same_length(plans)
         self.weight = weight
-        self.level = torch.stack([tables.tone(p.mode) == int(Tone.LEVEL) for p in plans])  # (N, V)
+        self.level = torch.stack([tables.level(p.mode) for p in plans])  # (N, V)
         self.level_end = torch.tensor(
             [p.end_pos >= 0 and p.want_end == Tone.LEVEL and not is_punct(p.upper[-1]) for p in plans]
         )  # (N,) the last character is bound to be level (it carries the tone-end rule)
