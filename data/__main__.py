@@ -69,7 +69,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"data: {config.out_dir} is up to date (use --force to rebuild)")
             return 0
         report = run(config)
-    except (ValueError, OSError) as exc:
+    except (ValueError, OSError, EOFError) as exc:  # EOFError: a truncated .gz
         print(f"data: error: {exc}", file=sys.stderr)
         return 2
     sp = report["split"]

@@ -78,6 +78,16 @@ class Deduper:
             kept.append(lower)
         return kept
 
+    def _exact_examples(self, pairs: list[Pair]) -> None:
+        """A few exact duplicates for the report (stops at the EXAMPLES-th)."""
+        seen: set[Pair] = set()
+        for pair in pairs:
+            if pair in seen:
+                self.examples["exact"].append(list(pair))
+                if len(self.examples["exact"]) >= EXAMPLES:
+                    return
+            seen.add(pair)
+
     @staticmethod
     def reasons() -> tuple[str, ...]:
         return ("exact", "near_punct", "near_one_char", "over_cap")
@@ -86,6 +96,8 @@ class Deduper:
         """The pairs without duplicates, in their first order."""
         unique = dict.fromkeys(pairs)  # an ordered set, built in C
         self.counts["exact"] += len(pairs) - len(unique)
+        if len(unique) < len(pairs):
+            self._exact_examples(pairs)
         if self.near_dup:
             self._near_punct(unique)
         per_upper = Counter(map(itemgetter(0), unique))

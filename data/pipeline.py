@@ -140,6 +140,10 @@ def read_test(config: DataConfig, report: dict) -> tuple[list[str], Path | None]
     if not tests:
         return [], None
     files = source_files(config, tests[0])
+    if not files:
+        # Training from other sources alone is allowed; the test files are then empty.
+        report["sources"][tests[0].name] = {"kind": tests[0].kind, "files": [], "present": False}
+        return [], None
     if len(files) != 1 or tests[0].kind == "jsonl":
         raise ValueError(f"test source {tests[0].name!r} must be exactly one TSV file, found {len(files)}")
     text = files[0].read_text(encoding="utf-8").replace("\r\n", "\n").removesuffix("\n")
@@ -286,6 +290,10 @@ def _run(config: DataConfig) -> dict:
     with timer("read"):
         sources = read_train_sources(config, report)
         test_lines, test_file = read_test(config, report)
+    if not sources:
+        raise ValueError(
+            f"no training pairs found in {config.corpus_dir} (check DUILIAN_CORPUS_DIR, --sources)"
+        )
     norm = Normalizer(t2s=config.t2s)
     with timer("normalise"):
         sources = [(name, normalise(pairs, norm)) for name, pairs in sources]

@@ -21,6 +21,7 @@ from pathlib import Path
 Pair = tuple[str, str]
 # A line without a tab, or with two: then the slow, line-by-line path counts it.
 _NOT_ONE_TAB = re.compile(r"^[^\t\n]*$|\t[^\t\n]*\t", re.MULTILINE)
+_LINE_BREAKS = str.maketrans("\t\n\r", "   ")
 KINDS = ("wb14123", "tsv", "jsonl", "feedback")
 
 
@@ -67,10 +68,15 @@ def read_jsonl(path: Path) -> list[Pair | None]:
     return [_jsonl_line(line) for line in _open_text(path) if line.strip()]
 
 
+def _one_line(value: object) -> str:
+    # Later stages join lines with newlines and pairs with tabs: neither may be inside one.
+    return str(value).translate(_LINE_BREAKS)
+
+
 def _jsonl_line(line: str) -> Pair | None:
     try:
         obj = json.loads(line)
-        return (str(obj["upper"]), str(obj["lower"]))
+        return (_one_line(obj["upper"]), _one_line(obj["lower"]))
     except (ValueError, KeyError, TypeError):
         return None
 

@@ -110,9 +110,24 @@ def test_cli_sources_can_be_chosen(corpus: Path) -> None:
     assert set(report["sources"]) == {"wb14123_train", "wb14123_test"}
 
 
+def test_without_a_test_source(corpus: Path) -> None:
+    (corpus / "wb14123_test.tsv").unlink()
+    assert main(["--valid-size", "2"]) == 0
+    assert (data_dir() / "test.tsv").read_bytes() == b""
+    assert (data_dir() / "test_leak.txt").read_bytes() == b""
+
+
+def test_truncated_gzip_is_a_message(corpus: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = corpus / "poetry_lvshi.tsv.gz"
+    path.write_bytes(path.read_bytes()[:-12])
+    assert main([]) == 2
+    assert "data: error" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
+        (["--sources", "wb14123_test"], "no training pairs"),
         (["--sources", "nope"], "unknown source"),
         (["--corpus-dir", "/nonexistent/corpus"], "does not exist"),
         (["--valid-size", "-1"], "valid-size"),

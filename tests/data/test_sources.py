@@ -40,6 +40,12 @@ def test_jsonl_needs_upper_and_lower(tmp_path: Path) -> None:
     assert list(read_source(Source("c", "jsonl", "c.jsonl"), path)) == [("春风", "瑞雪"), None, None, None]
 
 
+def test_jsonl_values_never_hold_a_tab_or_newline(tmp_path: Path) -> None:
+    path = tmp_path / "d.jsonl"
+    path.write_text('{"upper": "春\\n风", "lower": "瑞\\t雪"}\n', encoding="utf-8")
+    assert list(read_source(Source("d", "jsonl", "d.jsonl"), path)) == [("春 风", "瑞 雪")]
+
+
 def test_wb14123_release_layout(tmp_path: Path) -> None:
     for split in ("train", "test"):
         (tmp_path / split).mkdir()
