@@ -31,7 +31,11 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     )
     p.add_argument("--resume", action="store_true", help="continue the crawl in --out (else start afresh)")
     p.add_argument("--redis-url", help="distributed mode: share the queue and dupe filter in this Redis")
-    p.add_argument("--flush-redis", action="store_true", help="clear this crawl's Redis keys first")
+    p.add_argument(
+        "--flush-redis",
+        action="store_true",
+        help="clear the Redis keys of a finished crawl first (one process only)",
+    )
     p.add_argument("--mirror", action="store_true", help="serve the local mirror and crawl it (offline demo)")
     p.add_argument("--mirror-pairs", type=int, default=300, help="corpus pairs in the mirror, if present")
     p.add_argument("--fast", action="store_true", help="no politeness delays (for loopback only)")

@@ -37,7 +37,7 @@ def test_sigkill_twice_then_resume_gives_each_pair_once(mirror_pairs: list[Pair]
     expected = site.expected["sina"]
     feed, log = tmp_path / "sina.jsonl", tmp_path / "crawl.log"
     # Slow pages and two at a time, so that the kills land in the middle of the crawl.
-    with MirrorServer(site, latency=0.05) as mirror:
+    with MirrorServer(site, latency=0.1) as mirror:
         cmd = crawl_cmd(
             "sina", "--out", str(tmp_path), "--start-url", mirror.url(site.start["sina"]),
             settings=["CONCURRENT_REQUESTS=2"],
