@@ -14,7 +14,7 @@ import json
 import math
 import sys
 from collections.abc import Callable, Iterable
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
@@ -217,6 +217,15 @@ def decode_options(args: argparse.Namespace) -> Any:
     return DecodeOptions(**opts)
 
 
+def rules_comparison(result: dict[str, Any]) -> str:
+    """The rules-on/off table of ``--compare-rules`` (empty without it)."""
+    if "rules_off" not in result:
+        return ""
+    on, off = result["summary"], result["rules_off"]
+    rows = [f"| {k} | {on[k]} | {off[k]} |" for k in on if k in off and not k.endswith("_human")]
+    return "\n| figure | rules on | rules off |\n|---|---|---|\n" + "\n".join(rows) + "\n"
+
+
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m model.evaluate", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
@@ -237,6 +246,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--rhythm-weight", type=float, default=None)
     p.add_argument("--three-level-weight", type=float, default=None)
     p.add_argument("--greedy", action="store_true", help="plain greedy decoding instead of model.decode")
+    p.add_argument("--compare-rules", action="store_true", help="also decode with the rules off; report both")
     return p.parse_args(argv)
 
 
@@ -257,14 +267,18 @@ def main(argv: list[str] | None = None) -> int:
 
         lowers = [lo for _, lo in read_tsv(train_path)] if train_path.exists() else []
         result = evaluate_files(model, vocab, folder, args.limit, lowers, decode_options(args), args.greedy)
+        if args.compare_rules and not args.greedy:
+            off = replace(decode_options(args), rules=False)
+            result["rules_off"] = evaluate_files(model, vocab, folder, args.limit, lowers, off)["summary"]
     except (FileNotFoundError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     out = args.out or work_dir() / "eval" / model_path.name
     out.mkdir(parents=True, exist_ok=True)
     (out / "eval.json").write_text(json.dumps(result, ensure_ascii=False, indent=1), encoding="utf-8")
-    (out / "eval.md").write_text(markdown(result), encoding="utf-8")
-    print(markdown(result))
+    text = markdown(result) + rules_comparison(result)
+    (out / "eval.md").write_text(text, encoding="utf-8")
+    print(text)
     print(f"written to {out}")
     return 0
 

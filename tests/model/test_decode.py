@@ -161,3 +161,18 @@ def test_upper_line_ending_level_is_flagged(decoder):
     result = decoder.generate("春风")
     assert result.probably_reversed and result.upper_end_tone == "平"
     assert all(c.report["tone_end"] is True for c in result.candidates)
+
+
+def test_make_eval_compares_rules_on_and_off(tmp_path, vocab, pairs, decoder):
+    from model.checkpoint import save
+    from model.evaluate import main
+
+    (tmp_path / "test.tsv").write_text("".join(f"{u}\t{lo}\n" for u, lo in pairs[:12]), encoding="utf-8")
+    save(tmp_path / "model.pt", decoder.model, vocab)
+    out = tmp_path / "eval"
+    assert main(["--model", str(tmp_path / "model.pt"), "--data-dir", str(tmp_path), "--out", str(out),
+                 "--compare-rules"]) == 0  # fmt: skip
+    text = (out / "eval.md").read_text(encoding="utf-8")
+    assert "| rules on | rules off |" in text
+    row = next(line for line in text.splitlines() if line.startswith("| full_hard_ok_model |"))
+    assert row.split("|")[2].strip() == "100.0"  # with the rules every top line keeps the hard rules
