@@ -3,9 +3,11 @@
 With the scrapy-redis scheduler every process pops requests from one Redis queue and
 checks one Redis dupe filter. A process with nothing in flight would close as soon as the
 queue is momentarily empty (another process may be about to push the links it is parsing),
-and Scrapy looks at an idle spider only every five seconds. This extension polls the queue
-while the spider is idle, wakes the engine when work appears, and lets the spider close
-only after it has been idle, with the queue empty, for ``DISTRIBUTED_IDLE_CLOSE`` seconds.
+and Scrapy pulls from the scheduler only when its own downloads finish or at its
+five-second heartbeat, so an idle process would not notice work that others push. This
+extension polls the queue, wakes the engine when work waits and there is room for it, and
+closes the spider once it has been idle, with the queue empty, for
+``DISTRIBUTED_IDLE_CLOSE`` seconds.
 """
 
 from __future__ import annotations
@@ -57,18 +59,23 @@ class SharedQueueIdle:
 
     def check(self) -> None:
         engine = self.crawler.engine
-        if engine is None or engine.spider is None:
+        if engine is None or engine.spider is None or engine.scraper.slot is None:
             return
-        if not engine.spider_is_idle():
-            self.last_work = time.monotonic()
-            return
-        request = self.queue.pop() if len(self.queue) else None
-        if request is not None:
-            # Put it back through the engine: that is what wakes an idle engine up.
-            self.last_work = time.monotonic()
-            engine.crawl(request.replace(dont_filter=True))
-        elif time.monotonic() - self.last_work >= self.idle_close:
-            # Close now rather than at the engine's next five-second heartbeat.
+        now = time.monotonic()
+        busy = bool(engine.downloader.active) or not engine.scraper.slot.is_idle()
+        if busy:
+            self.last_work = now
+        queued = len(self.queue)
+        if queued and not engine.downloader.needs_backout():
+            # Work is waiting and this process has room for it. Scrapy would look again only
+            # at its next heartbeat (5 s): put one request back through the engine, which
+            # wakes it up to fill its free slots from the shared queue.
+            request = self.queue.pop()
+            if request is not None:
+                self.last_work = now
+                engine.crawl(request.replace(dont_filter=True))
+        elif not queued and not busy and now - self.last_work >= self.idle_close:
+            # Close now rather than at the engine's next heartbeat.
             self.loop.stop()
             deferred_from_coro(engine.close_spider_async(reason="finished"))
 

@@ -78,6 +78,7 @@ FEED_EXPORT_ENCODING = "utf-8"
 
 LOG_LEVEL = "INFO"
 TELNETCONSOLE_ENABLED = False
+REMOTE_CONTROL_ENABLED = False
 
 # For the loopback mirror only: no delays, more parallel requests.
 FAST_SETTINGS = {
