@@ -11,28 +11,19 @@ import pytest
 import torch
 
 from model.batching import bucket_batches
+from model.bundle import load_bundle
 from model.checkpoint import load_checkpoint, load_model
 from model.greedy import greedy
 from model.train import main
 from model.trainer import TrainConfig, lr_factor
 
 ROOT = Path(__file__).resolve().parents[2]
-FAST = ["--set", "amp=off", "--set", "threads=1", "--no-eval", "--no-export"]
+FAST = ["--set", "amp=off", "--set", "threads=1"]
 
 
-def cli(data: Path, out: Path, steps: int, *extra: str) -> list[str]:
-    return [
-        "--preset",
-        "tiny",
-        "--data-dir",
-        str(data),
-        "--out",
-        str(out),
-        "--max-steps",
-        str(steps),
-        *FAST,
-        *extra,
-    ]
+def cli(data: Path, out: Path, steps: int, *extra: str, chain: bool = False) -> list[str]:
+    args = ["--preset", "tiny", "--data-dir", str(data), "--out", str(out), "--max-steps", str(steps), *FAST]
+    return [*args, *extra] if chain else [*args, "--no-eval", "--no-export", *extra]
 
 
 def run_module(args: list[str], module: str = "model.train", **kw: object) -> subprocess.Popen[bytes]:
@@ -57,14 +48,20 @@ def test_bucket_batches_deterministic_and_within_budget() -> None:
     assert all(len(b) == 1 or max(lengths[i] for i in b) * 2 * len(b) <= 200 for b in a)
 
 
-def test_tiny_model_memorises_50_pairs(tmp_path: Path, data_folder: Path, pairs) -> None:
-    args = cli(data_folder, tmp_path, 300, "--set", "model.dropout=0", "--set", "label_smoothing=0")
-    assert main([*args, "--set", "eval_every=100", "--set", "lr=0.003"]) == 0
+def test_tiny_model_memorises_50_pairs_and_exports_a_bundle(tmp_path: Path, data_folder: Path, pairs) -> None:
+    args = cli(
+        data_folder, tmp_path, 300, "--set", "model.dropout=0", "--set", "label_smoothing=0", chain=True
+    )
+    assert main([*args, "--set", "eval_every=100", "--set", "lr=0.003", "--eval-limit", "20"]) == 0
     model, vocab, _ = load_model(tmp_path / "best.pt")
     outputs = greedy(model, vocab, [u for u, _ in pairs])
     assert outputs == [lo for _, lo in pairs]
     assert (tmp_path / "plot.png").stat().st_size > 0
     assert "valid_bleu" in (tmp_path / "valid_log.csv").read_text()
+    bundle = load_bundle(tmp_path / "bundle")
+    assert bundle.in_training_data(pairs[3][0]) and not bundle.in_training_data("无此上联")
+    assert bundle.eval["full"]["pairs"] == 20 and bundle.eval["full"]["bleu1"] > 50
+    assert bundle.eval["full"]["perplexity"] < 2.0
 
 
 def final_state(out: Path) -> dict[str, torch.Tensor]:

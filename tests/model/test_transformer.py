@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 
@@ -92,3 +94,16 @@ def test_step_rejects_position_past_max_len() -> None:
     cache = model.new_cache(model.encode(src), src)
     with pytest.raises(ValueError):
         model.step(cache, torch.tensor([BOS_ID, BOS_ID]), 16)
+
+
+def test_untrained_model_predicts_near_uniform() -> None:
+    """The tied output layer must not make the untrained model bet on repeating its input."""
+    torch.manual_seed(0)
+    cfg = ModelConfig(vocab_size=2000, d_model=128, n_heads=4, n_enc_layers=2, n_dec_layers=2, d_ff=256)
+    model = CoupletTransformer(cfg).eval()
+    src = torch.randint(4, 2000, (16, 8))
+    tgt_in = torch.randint(4, 2000, (16, 9))
+    with torch.no_grad():
+        logp = model(src, tgt_in).log_softmax(-1)  # (B, T, V)
+    repeat = -logp.gather(-1, tgt_in.unsqueeze(-1)).mean()
+    assert abs(float(repeat) - math.log(2000)) < 1.5

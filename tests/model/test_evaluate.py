@@ -1,0 +1,45 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+
+from data.vocab import Vocab
+from model.evaluate import bleu_scores, distinct, evaluate_files, main, markdown, rule_rates
+from model.transformer import CoupletTransformer, ModelConfig
+
+
+def test_bleu_of_references_against_themselves_is_100(pairs) -> None:
+    refs = [lo for _, lo in pairs]
+    assert bleu_scores(refs, refs) == {"bleu1": 100.0, "bleu2": 100.0, "bleu4": 100.0}
+    assert bleu_scores(refs[::-1], refs)["bleu4"] < 10
+
+
+def test_distinct_counts_unique_ngrams() -> None:
+    assert distinct(["春春春"], 1) == round(1 / 3, 4)
+    assert distinct(["春夏", "春夏"], 2) == 0.5
+
+
+def test_rule_rates_of_human_lines(pairs) -> None:
+    uppers, lowers = [u for u, _ in pairs], [lo for _, lo in pairs]
+    rates = rule_rates(uppers, lowers, "modern")
+    assert rates["length"] == 100.0 and rates["punctuation"] == 100.0
+    bad = rule_rates(uppers, list(uppers), "modern")  # the upper line again reuses every character
+    assert bad["no_reuse"] == 0.0 and bad["hard_ok"] == 0.0
+
+
+def test_evaluate_files_with_greedy_decoding(data_folder: Path, vocab: Vocab, pairs) -> None:
+    torch.manual_seed(0)
+    cfg = ModelConfig(vocab_size=len(vocab), d_model=32, n_heads=4, n_enc_layers=1, n_dec_layers=1, d_ff=64)
+    model = CoupletTransformer(cfg).eval()
+    result = evaluate_files(model, vocab, data_folder, limit=10, train_lowers=[pairs[0][1]], use_greedy=True)
+    assert result["full"]["pairs"] == 10 and result["leakfree"]["pairs"] == 5
+    assert result["full"]["rules_model"]["length"] == 100.0  # greedy writes exactly len(upper) characters
+    assert result["full"]["perplexity"] > 10  # an untrained model knows nothing
+    assert "bleu4" in markdown(result) and "full_bleu4" in result["summary"]
+
+
+def test_cli_bad_input(tmp_path: Path, capsys) -> None:
+    assert main(["--model", str(tmp_path / "none")]) == 2
+    assert "no model" in capsys.readouterr().err
+    assert main(["--model", str(tmp_path), "--limit", "0"]) == 2
