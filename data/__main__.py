@@ -15,6 +15,7 @@ from pathlib import Path
 
 from data.config import DataConfig, default_sources
 from data.pipeline import is_fresh, run
+from data.sources import KINDS, Source
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -26,6 +27,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--out-dir", type=Path, help="where outputs go (default: DUILIAN_DATA_DIR or work/data)")
     p.add_argument("--sources", help=f"comma-separated source names to read (default all: {','.join(names)})")
     p.add_argument("--exclude", default="", help="comma-separated source names to leave out")
+    p.add_argument(
+        "--add",
+        action="append",
+        default=[],
+        metavar="NAME=KIND:PATH",
+        help=f"another training source, KIND one of {', '.join(KINDS)}; PATH (relative to the "
+        "corpus folder) may be a glob (wb14123: the release folder, its train half is read)",
+    )
     p.add_argument("--valid-size", type=int, help="validation pairs, carved by upper line (default 5000)")
     p.add_argument("--max-lowers", type=int, help="lower lines kept per upper line (default 10)")
     p.add_argument("--min-char-count", type=int, help="occurrences for a character to enter the vocabulary")
@@ -33,6 +42,15 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--seed", type=int, help="seed of the validation draw and the training order")
     p.add_argument("--force", action="store_true", help="rebuild even when the outputs are fresh")
     return p.parse_args(argv)
+
+
+def parse_added(spec: str) -> Source:
+    """``NAME=KIND:PATH`` as a training source."""
+    name, _, rest = spec.partition("=")
+    kind, _, path = rest.partition(":")
+    if not name or kind not in KINDS or not path:
+        raise ValueError(f"--add {spec!r}: expected NAME=KIND:PATH with KIND one of {', '.join(KINDS)}")
+    return Source(name, kind, path)
 
 
 def make_config(args: argparse.Namespace) -> DataConfig:
@@ -46,6 +64,7 @@ def make_config(args: argparse.Namespace) -> DataConfig:
         "seed": args.seed,
     }
     config = dataclasses.replace(config, **{k: v for k, v in overrides.items() if v is not None})
+    config.sources = config.sources + tuple(parse_added(spec) for spec in args.add)
     known = {s.name for s in config.sources}
     wanted = set(args.sources.split(",")) if args.sources else known
     excluded = {n for n in args.exclude.split(",") if n}

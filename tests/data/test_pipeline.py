@@ -110,6 +110,18 @@ def test_cli_sources_can_be_chosen(corpus: Path) -> None:
     assert set(report["sources"]) == {"wb14123_train", "wb14123_test"}
 
 
+def test_cli_adds_a_wb14123_release_folder(corpus: Path, tmp_path: Path) -> None:
+    release = tmp_path / "release" / "train"
+    release.mkdir(parents=True)
+    (release / "in.txt").write_text("晨 钟 暮 鼓\n", encoding="utf-8")
+    (release / "out.txt").write_text("夏 雨 冬 雪\n", encoding="utf-8")
+    assert main(["--add", f"release=wb14123:{release.parent}", "--valid-size", "2"]) == 0
+    report = json.loads((data_dir() / "report.json").read_text(encoding="utf-8"))
+    assert report["sources"]["release"]["pairs_read"] == 1
+    pairs = read_pairs(data_dir() / "train.tsv") + read_pairs(data_dir() / "valid.tsv")
+    assert ("晨钟暮鼓", "夏雨冬雪") in pairs
+
+
 def test_without_a_test_source(corpus: Path) -> None:
     (corpus / "wb14123_test.tsv").unlink()
     assert main(["--valid-size", "2"]) == 0
@@ -128,6 +140,7 @@ def test_truncated_gzip_is_a_message(corpus: Path, capsys: pytest.CaptureFixture
     ("argv", "message"),
     [
         (["--sources", "wb14123_test"], "no training pairs"),
+        (["--add", "x=xml:/tmp/x"], "NAME=KIND:PATH"),
         (["--sources", "nope"], "unknown source"),
         (["--corpus-dir", "/nonexistent/corpus"], "does not exist"),
         (["--valid-size", "-1"], "valid-size"),
