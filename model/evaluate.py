@@ -96,10 +96,23 @@ def make_decoder(model: CoupletTransformer, vocab: Vocab, options: Any, use_gree
         else:
             decoder = Decoder(model, vocab)
 
+            def one(upper: str) -> str:
+                try:
+                    result = decoder.generate(upper, options)
+                except ValueError as e:  # e.g. a ConstraintError: counted as an empty, failing output
+                    print(f"note: no output for {upper!r}: {e}", file=sys.stderr)
+                    return ""
+                return result.candidates[0].text if result.candidates else ""
+
             def top(uppers: list[str]) -> list[str]:
                 out: list[str] = []
                 for i in range(0, len(uppers), 64):
-                    results = decoder.generate_batch(uppers[i : i + 64], options)
+                    chunk = uppers[i : i + 64]
+                    try:
+                        results = decoder.generate_batch(chunk, options)
+                    except ValueError:  # one impossible line: decode this chunk line by line
+                        out.extend(one(u) for u in chunk)
+                        continue
                     out.extend(r.candidates[0].text if r.candidates else "" for r in results)
                 return out
 
