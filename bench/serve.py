@@ -28,7 +28,7 @@ from typing import Any
 
 import httpx
 
-from data.paths import corpus_dir, data_dir, default_model_dir
+from data.paths import ROOT, corpus_dir, data_dir, default_model_dir
 
 FALLBACK_LINES = [
     "春风得意",
@@ -51,8 +51,9 @@ def upper_lines(limit: int) -> list[str]:
     return FALLBACK_LINES
 
 
-def fallback_bundle(out: Path) -> Path:
-    """A randomly initialised model of the ``tiny`` preset's shape, when no model is shipped."""
+def fallback_bundle(out: Path, preset: str = "cpu") -> Path:
+    """A randomly initialised model of a preset's shape (the shipped one's: ``cpu``), when no
+    model is shipped: decoding costs the same whatever the weights."""
     import torch
 
     from data.vocab import Vocab
@@ -61,9 +62,10 @@ def fallback_bundle(out: Path) -> Path:
 
     spm = data_dir() / "spm.model"
     vocab = Vocab.from_file(spm) if spm.is_file() else Vocab.train(FALLBACK_LINES, out.parent / "spm")
+    shape = json.loads((ROOT / "model" / "presets" / f"{preset}.json").read_text())["model"]
     torch.manual_seed(0)
-    cfg = ModelConfig(vocab_size=len(vocab), d_model=64, n_heads=4, n_enc_layers=2, n_dec_layers=2, d_ff=256)
-    return export_bundle(out, CoupletTransformer(cfg).eval(), vocab, version="random-tiny")
+    model = CoupletTransformer(ModelConfig(vocab_size=len(vocab), **shape)).eval()
+    return export_bundle(out, model, vocab, version=f"random-{preset}")
 
 
 def free_port() -> int:
@@ -272,7 +274,7 @@ def run(args: Any) -> dict[str, object]:
             wait_known_lines(url)
             info = httpx.get(f"{url}/api/v1/model", timeout=10).json()
             results: dict[str, object] = {
-                "model": info["version"] if shipped else "random-tiny (no shipped model)",
+                "model": info["version"] if shipped else f"{info['version']} (no shipped model)",
                 "cores": float(os.cpu_count() or 0),
                 "distinct_lines": float(len(lines)),
                 "rate_target": rate,

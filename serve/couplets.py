@@ -185,13 +185,14 @@ class CoupletService:
         cache_size: int,
         concurrency: int,
         threads: int = 1,
+        max_batch: int = 16,
         max_pending: int = 256,
         extra_filter: SensitiveFilter | None = None,
     ) -> None:
         self.model = model
         self.extra_filter = extra_filter
         self.known: KnownLines | None = None
-        self.batcher = DecodeBatcher(oversample, workers=concurrency, threads=threads)
+        self.batcher = DecodeBatcher(oversample, workers=concurrency, threads=threads, max_batch=max_batch)
         self._cache: OrderedDict[tuple[str, Query], GenerateResponse] = OrderedDict()
         self._cache_size = cache_size
         self.max_pending = max_pending

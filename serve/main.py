@@ -37,6 +37,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             cache_size=settings.cache_size,
             concurrency=settings.decode_concurrency,
             threads=settings.torch_threads,
+            max_batch=settings.max_batch,
             max_pending=settings.max_pending,
             extra_filter=extra,
         )

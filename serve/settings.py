@@ -54,6 +54,7 @@ class Settings(BaseSettings):
         default=1, description="intra-op threads per decode; requests run side by side"
     )
     decode_concurrency: int = Field(default=2, description="decoding worker threads")
+    max_batch: int = Field(default=16, description="most lines of one length decoded in one beam search")
     max_pending: int = Field(default=256, description="decodes waiting at most; beyond, requests get 503")
     admin_token: str | None = Field(
         default=None, description="token for POST /api/v1/admin/reload; None: disabled"
