@@ -32,7 +32,7 @@ SINA_LIST = re.compile(r"articlelist_\d+_\d+_\d+\.html$")
 # Marks that end a quoted line in prose; they are sentence punctuation, not part of the line.
 _EDGE = "，,。.；;：:！!？?、 \u3000"
 _QUOTES = "“”\"「」『』‘’'"
-_LIANYUE = re.compile(r"(?:联|对|对联|楹联|联语)[曰云]\s*[：:]?\s*([^。！？!?\n]+)")
+_LIANYUE = re.compile(r"(?:联语|联|对)[曰云]\s*[：:]?\s*([^。！？!?\n]+)")  # 联曰 对曰 楹联云 联语曰
 _SHANGXIA = re.compile(
     r"(?:上联|出句)\s*(?:[是为曰云]\s*[：:]?|[：:])\s*(?P<up>[^\n]+?)\s*[，,；;。]?\s*"
     r"(?:下联|对句)\s*(?:[是为曰云]\s*[：:]?|[：:])\s*(?P<low>[^\n]+?)\s*(?=[。！？!?]|\n|$)",
@@ -148,7 +148,8 @@ def sina_pairs(text: str) -> list[Pair]:
 
 
 def prose_pairs(text: str) -> list[Pair]:
-    """Pairs quoted in prose, in the order found; each line of text is used at most once."""
+    """Pairs quoted in prose (上联/下联 first, then 联曰, then bare lines); a piece of text
+    belongs to one pair at most."""
     text = text.translate(ZERO_WIDTH)
     found: list[Pair] = []
     used: list[tuple[int, int]] = []

@@ -192,11 +192,16 @@ class JournalMiddleware:
         self, response: Response, result: AsyncIterator[Any]
     ) -> AsyncIterator[Any]:
         items = []
-        async for obj in result:
-            if isinstance(obj, Request):
-                self.crawler.engine.crawl(obj)
-            else:
-                items.append(obj)
+        try:
+            async for obj in result:
+                if isinstance(obj, Request):
+                    self.crawler.engine.crawl(obj)
+                else:
+                    items.append(obj)
+        except Exception:
+            for item in items:  # what the callback gave before it failed; the page stays to do
+                yield item
+            raise
         finished: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         if items:
             self.waiting[id(response)] = [len(items), finished]
