@@ -94,14 +94,12 @@ def is_fresh(config: DataConfig) -> bool:
 
 
 def load_sensitive(config: DataConfig) -> SensitiveFilter | None:
+    """The filter the stage uses: the corpus folder's word list and our allow-list."""
     words_file = config.corpus_dir / config.badwords
     if not words_file.is_file():
         return None
-    # The list mixes scripts (陳希同); lines are compared after normalisation, so the words are too.
-    norm = Normalizer(t2s=config.t2s)
-    words = norm.normalize_many(read_words(words_file))
     allow = read_words(config.allow_list) if config.allow_list.is_file() else []
-    return SensitiveFilter(words, allow=norm.normalize_many(allow))
+    return SensitiveFilter(read_words(words_file), allow=allow)
 
 
 def read_train_sources(config: DataConfig, report: dict) -> list[tuple[str, list[Pair]]]:

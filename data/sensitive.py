@@ -18,6 +18,7 @@ import ahocorasick
 import numpy as np
 
 from data.chars import MAX_CODE, CharBatch
+from data.normalize import Normalizer
 
 ALLOW_LIST = Path(__file__).with_name("sensitive_allow.txt")
 _BITMAP_SIZE = 1 << 24
@@ -47,8 +48,18 @@ def word_hash(word: str) -> int:
     return int.from_bytes(hashlib.blake2b(word.encode("utf-8"), digest_size=8).digest(), "little")
 
 
-def hash_words(words: Iterable[str]) -> np.ndarray:
-    """Sorted, unique uint64 hashes of ``words``: the list without its text."""
+def normalised(words: Iterable[str]) -> list[str]:
+    """Words as the data stage normalises lines (陳 → 陈, full-width forms folded...).
+
+    Filters compare normalised text, so a list in any script must be normalised too:
+    otherwise 陰道 on the list would never meet 阴道 in a generated line.
+    """
+    return Normalizer().normalize_many([w for w in words if w])
+
+
+def hash_words(words: Iterable[str], normalise: bool = True) -> np.ndarray:
+    """Sorted, unique uint64 hashes of the (normalised) ``words``: the list without its text."""
+    words = normalised(words) if normalise else list(words)
     return np.unique(np.array([word_hash(w) for w in words if w], dtype=np.uint64))
 
 
@@ -65,7 +76,9 @@ def read_words(path: str | Path) -> list[str]:
 class SensitiveFilter:
     """Find listed words in a text, ignoring those inside an allow-listed word."""
 
-    def __init__(self, words: Iterable[str], allow: Iterable[str] = ()) -> None:
+    def __init__(self, words: Iterable[str], allow: Iterable[str] = (), normalise: bool = True) -> None:
+        if normalise:
+            words, allow = normalised(words), normalised(allow)
         allow = sorted({a for a in allow if a})
         # A word that is itself allow-listed can never hit: leave it out of the search.
         self._words = sorted({w for w in words if w} - set(allow))
@@ -83,7 +96,7 @@ class SensitiveFilter:
         """A filter from :func:`hash_words` output; words longer than ``max_len`` are not found."""
         self = cls.__new__(cls)
         self._words = []
-        allow = sorted({a for a in allow if a})
+        allow = sorted(set(normalised(allow)))
         self._hashes = {int(h) for h in np.asarray(hashes, dtype=np.uint64)} - {word_hash(a) for a in allow}
         self._max_len = max_len
         self._init_allow(allow)
@@ -98,7 +111,7 @@ class SensitiveFilter:
         """This filter's words as :func:`hash_words` output (for ``from_hashes``)."""
         if self._hashes is not None:
             return np.array(sorted(self._hashes), dtype=np.uint64)
-        return hash_words(self._words)
+        return hash_words(self._words, normalise=False)
 
     def __len__(self) -> int:
         return len(self._hashes) if self._hashes is not None else len(self._words)

@@ -72,3 +72,13 @@ def test_to_hashes_round_trip() -> None:
     assert len(hashed) == len(plain) == 3
     assert hashed.hits("岁月经过月经恶人") == plain.hits("岁月经过月经恶人") == ["月经"]
     assert np.array_equal(hashed.to_hashes(), plain.to_hashes())
+
+
+def test_words_in_any_script_meet_normalised_text() -> None:
+    # The list holds traditional forms (陰道); generated and corpus lines are simplified.
+    assert SensitiveFilter(["陰道"]).hits("阴道") == ["阴道"]
+    assert SensitiveFilter(["坏蛋"], allow=["好壞蛋"]).is_clean("好坏蛋")
+    assert np.array_equal(hash_words(["陳希同"]), hash_words(["陈希同"]))
+    hashed = SensitiveFilter.from_hashes(hash_words(["陰道", "月經"]), allow=["歲月經過"])
+    assert hashed.hits("阴道") == ["阴道"]
+    assert hashed.is_clean("岁月经过")
