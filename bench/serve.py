@@ -168,17 +168,19 @@ async def fixed_rate(
     total = int(rate * seconds)
     latencies: list[float] = []
     errors = 0
+    busy = 0
     reloads = 0
     conns = Connections(port)
     start = time.perf_counter() + 0.2
 
     async def one(i: int) -> None:
-        nonlocal errors
+        nonlocal errors, busy
         due = start + i / rate
         await asyncio.sleep(max(0.0, due - time.perf_counter()))
         status, payload = await conns.post("/api/v1/generate", {"upper": lines[i % len(lines)], "n": 5})
         latencies.append(time.perf_counter() - due)
         errors += not (status == 200 and json.loads(payload)["candidates"])
+        busy += status == 503
 
     async def reloader() -> None:
         nonlocal reloads
@@ -204,6 +206,7 @@ async def fixed_rate(
         "p50_ms": 1000 * pct(latencies, 0.50),
         "p99_ms": 1000 * pct(latencies, 0.99),
         "errors": float(errors),
+        "errors_503_busy": float(busy),
     }
     if reload_model is not None:
         figures["reloads"] = float(reloads)
@@ -276,6 +279,7 @@ def run(args: Any) -> dict[str, object]:
             results: dict[str, object] = {
                 "model": info["version"] if shipped else f"{info['version']} (no shipped model)",
                 "cores": float(os.cpu_count() or 0),
+                "load_average_1min": os.getloadavg()[0],  # other work on the machine skews every figure
                 "distinct_lines": float(len(lines)),
                 "rate_target": rate,
             }
