@@ -27,7 +27,9 @@ EXAMPLES = 5
 
 
 def _one_apart(a: str, b: str) -> bool:
-    """Two strings of equal length that differ in exactly one position."""
+    """Two strings of equal length (2+) that differ in exactly one position."""
+    if a[0] != b[0] and a[-1] != b[-1]:
+        return False  # two differences already: most pairs of lower lines end here
     return sum(map(operator.ne, a, b)) == 1
 
 

@@ -50,3 +50,14 @@ def test_near_dup_off_keeps_variants() -> None:
     d = Deduper(near_dup=False)
     pairs = [("春风入户来", "瑞雪迎门到"), ("春风入户来", "瑞雪迎门至"), ("春风，入户来", "瑞雪，迎门到")]
     assert d(pairs) == pairs
+
+
+def test_one_apart() -> None:
+    from data.dedup import _one_apart
+
+    assert _one_apart("春风入户来", "夏风入户来")
+    assert _one_apart("春风入户来", "春风入户去")
+    assert _one_apart("春风入户来", "春风出户来")
+    assert not _one_apart("春风入户来", "夏风入户去")
+    assert not _one_apart("春风入户来", "春雨出户来")
+    assert not _one_apart("春风入户来", "春风入户来")
