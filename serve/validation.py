@@ -10,10 +10,12 @@ import unicodedata
 
 from fastapi import HTTPException, status
 
-from data.text import ASCII_TO_FULLWIDTH, is_han, is_punct
+from data.normalize import Normalizer
+from data.text import is_han, is_punct
 
 _HTML = re.compile(r"<\s*/?\s*[A-Za-z!][^>]*>|&#?\w+;")
 LOCK_FREE = "_＿"  # a free position in a lock pattern
+_normalise = Normalizer()  # its tables fill lazily: nothing is loaded at import
 
 
 def refuse(zh: str, en: str) -> HTTPException:
@@ -21,16 +23,16 @@ def refuse(zh: str, en: str) -> HTTPException:
 
 
 def clean_line(raw: str, max_chars: int, name: tuple[str, str] = ("上联", "The upper line")) -> str:
-    """The normalised line (spaces removed, ASCII marks made full-width), or a 422."""
+    """The line normalised as the training data was (data.normalize: spaces, compatibility
+    forms, full-width marks, simplified characters), or a 422 saying what is wrong."""
     zh, en = name
     if any(unicodedata.category(ch) in ("Cc", "Cf", "Cs", "Co") and not ch.isspace() for ch in raw):
         raise refuse(f"{zh}含有控制字符", f"{en} contains control characters.")
-    line = "".join(raw.split())
+    if _HTML.search(raw):
+        raise refuse(f"{zh}不能含有 HTML 标记", f"{en} must not contain HTML.")
+    line = _normalise(raw)
     if not line:
         raise refuse(f"{zh}不能为空", f"{en} is empty.")
-    if _HTML.search(line):
-        raise refuse(f"{zh}不能含有 HTML 标记", f"{en} must not contain HTML.")
-    line = "".join(ASCII_TO_FULLWIDTH.get(ch, ch) for ch in line)
     if any(ch.isascii() and ch.isalpha() for ch in line):
         raise refuse(f"{zh}只能用汉字和中文标点，不能有拉丁字母", f"{en} must not contain Latin letters.")
     if any(unicodedata.category(ch) == "Nd" for ch in line):
@@ -57,8 +59,7 @@ def clean_locks(raw: str | None, upper: str) -> str | None:
     """A lock pattern as long as the upper line: ``_`` free, a Han character fixed there."""
     if raw is None or not raw.strip("".join(LOCK_FREE) + " "):
         return None
-    pattern = "".join(raw.split())
-    pattern = "".join("_" if ch in LOCK_FREE else ch for ch in pattern)
+    pattern = "".join("_" if ch in LOCK_FREE else ch for ch in _normalise(raw))
     if len(pattern) != len(upper):
         raise refuse(
             f"锁定模式要和上联一样长（{len(upper)} 个字，用 _ 表示不锁定）",
@@ -74,7 +75,7 @@ def clean_chars(raw: str | None, name: tuple[str, str]) -> str | None:
     """Required characters (藏头 / 嵌字): Chinese characters only."""
     if raw is None:
         return None
-    chars = "".join(raw.split())
+    chars = _normalise(raw)
     if not chars:
         return None
     zh, en = name

@@ -6,7 +6,6 @@ on the hand-written pairs below (our own lines, not corpus text).
 
 from __future__ import annotations
 
-import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -18,6 +17,7 @@ import uvicorn
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
+from bench.serve import free_port
 from data.sensitive import hash_words
 from data.vocab import Vocab
 from model.bundle import export_bundle
@@ -158,12 +158,6 @@ def client(settings: Settings) -> Iterator[TestClient]:
     with TestClient(app) as c:
         wait_known(app)
         yield c
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class LiveServer:

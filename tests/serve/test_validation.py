@@ -74,4 +74,5 @@ def test_oversized_body_is_413(client: TestClient) -> None:
 
 def test_normalisation_folds_ascii_marks_and_spaces() -> None:
     assert clean_line(" 春风, 得意! ", 32) == "春风，得意！"
+    assert clean_line("春風得意", 32) == "春风得意"  # traditional input, simplified as in training
     assert clean_line("春" * 32, 32) == "春" * 32
