@@ -1,8 +1,9 @@
 """Normalisation of couplet lines: whitespace, compatibility forms, punctuation, script.
 
 Each step is a ``str.translate`` over a lazily filled per-character table, so a character
-is examined once for the whole corpus (the corpus has ~10K distinct characters but ~30M
-character occurrences). Traditional-to-simplified conversion needs phrase context
+is examined once for the whole corpus (~9K distinct characters, ~20M occurrences), and
+``normalize_many`` finds in numpy the few lines holding a character that any step
+changes: the others are not touched at all. Traditional-to-simplified conversion needs phrase context
 (乾坤 stays, 乾燥 becomes 干燥), so only lines holding a character that OpenCC changes go
 through OpenCC itself; every other line is left alone, which is exact and fast.
 """
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import unicodedata
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from data.chars import CharBatch
@@ -22,12 +24,12 @@ STEPS = ("whitespace", "compat", "punct", "t2s")
 class _LazyTable(dict[int, str | None]):
     """A translate table that computes and memoises the mapping of each new character."""
 
-    def __init__(self, fold: object) -> None:
+    def __init__(self, fold: Callable[[str], str | None]) -> None:
         super().__init__()
         self._fold = fold
 
     def __missing__(self, cp: int) -> str | None:
-        value = self._fold(chr(cp))  # type: ignore[operator]
+        value = self._fold(chr(cp))
         self[cp] = value
         return value
 
