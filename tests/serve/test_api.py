@@ -127,3 +127,11 @@ def test_rare_character_without_a_reading(client: TestClient) -> None:
     r = client.post("/api/v1/generate", json={"upper": "春𣃁风"})
     assert r.status_code == 200, r.text
     assert r.json()["upper_tones"] == ["平", "", "平"] and r.json()["unknown_chars"] == ["𣃁"]
+
+
+def test_training_flag_without_the_corpus(settings: Settings) -> None:
+    # a fresh machine: only the bundle's fingerprints (hashes, no text), no training pairs
+    with TestClient(create_app(settings.model_copy(update={"known_pairs": None}))) as c:
+        body = c.post("/api/v1/generate", json={"upper": PAIRS[1][0]}).json()
+        assert body["in_training_set"] is True and body["known_lower_lines"] == []
+        assert c.get("/api/v1/health").json()["known_lines"] == 0
