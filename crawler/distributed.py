@@ -67,13 +67,10 @@ class SharedQueueIdle:
             self.last_work = now
         queued = len(self.queue)
         if queued and not engine.downloader.needs_backout():
-            # Work is waiting and this process has room for it. Scrapy would look again only
-            # at its next heartbeat (5 s): put one request back through the engine, which
-            # wakes it up to fill its free slots from the shared queue.
-            request = self.queue.pop()
-            if request is not None:
-                self.last_work = now
-                engine.crawl(request.replace(dont_filter=True))
+            # Work is waiting and this process has room for it: pull now, not at the next
+            # heartbeat (5 s).
+            self.last_work = now
+            wake(engine)
         elif not queued and not busy and now - self.last_work >= self.idle_close:
             # Close now rather than at the engine's next heartbeat.
             self.loop.stop()
@@ -82,3 +79,17 @@ class SharedQueueIdle:
     def spider_idle(self, spider: Spider) -> None:
         if len(self.queue) or time.monotonic() - self.last_work < self.idle_close:
             raise DontCloseSpider
+
+
+def wake(engine: Any) -> None:
+    """Make the engine pull from the scheduler now.
+
+    Scrapy has no public call for this: ``engine.crawl(request)`` wakes the engine, but
+    only by scheduling a request, and re-queueing one taken from the shared queue would
+    need ``dont_filter``, which its redirects inherit (a page fetched twice). So this uses
+    the engine's own "next call", the one its heartbeat triggers.
+    """
+    slot = getattr(engine, "_slot", None)
+    nextcall = getattr(slot, "nextcall", None)
+    if nextcall is not None:
+        nextcall.schedule()

@@ -1,31 +1,15 @@
-"""Fixtures: the mirror (hand-written pairs, or a corpus sample when the corpus is there),
-a real redis-server, and a helper that runs a crawl in its own process."""
+"""Fixtures: the mirror's pairs (hand-written, or a corpus sample when the corpus is
+there) and a real redis-server on a free loopback port."""
 
 from __future__ import annotations
 
-import json
-import os
 import shutil
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
 from crawler.mirror import HAND_PAIRS, Pair, corpus_pairs
-from data.paths import ROOT, corpus_dir
-
-# Politeness off against loopback (the settings that make it so are under test too).
-FAST = [
-    "DOWNLOAD_DELAY=0",
-    "DOWNLOAD_DELAY_JITTER=0",
-    "AUTOTHROTTLE_START_DELAY=0",
-    "AUTOTHROTTLE_MAX_DELAY=0.2",
-    "LOG_LEVEL=INFO",
-    "DISTRIBUTED_IDLE_CLOSE=1.5",
-]
+from data.paths import corpus_dir
 
 
 @pytest.fixture(scope="session")
@@ -43,35 +27,3 @@ def redis_url() -> Iterator[str]:
 
     with LocalRedis() as url:
         yield url
-
-
-def crawl_cmd(*args: str, settings: list[str] | None = None) -> list[str]:
-    """``python -m crawler ...`` with the fast settings."""
-    sets = [x for s in [*FAST, *(settings or [])] for x in ("-s", s)]
-    return [sys.executable, "-m", "crawler", *args, *sets]
-
-
-def popen(cmd: list[str], log: Path, env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
-    full_env = {**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}
-    with log.open("ab") as f:
-        return subprocess.Popen(cmd, cwd=ROOT, stdout=f, stderr=subprocess.STDOUT, env=full_env)
-
-
-def read_items(path: Path) -> list[dict[str, str]]:
-    if not path.exists():
-        return []
-    with path.open(encoding="utf-8") as f:
-        return [json.loads(line) for line in f]
-
-
-def pairs_of(items: list[dict[str, str]]) -> list[Pair]:
-    return [(i["upper"], i["lower"]) for i in items]
-
-
-def wait_until_opened(logs: list[Path], procs: list[subprocess.Popen[bytes]], timeout: float = 60) -> None:
-    """Until every crawl has logged "Spider opened" (or one has ended)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline and any(p.poll() is None for p in procs):
-        if all(log.exists() and "Spider opened" in log.read_text(errors="replace") for log in logs):
-            return
-        time.sleep(0.02)

@@ -9,7 +9,7 @@ import pytest
 
 from crawler import settings
 from crawler.mirror import HAND_PAIRS, MirrorServer, build_site
-from tests.crawler.conftest import crawl_cmd, pairs_of, popen, read_items
+from tests.crawler.helpers import crawl_cmd, pairs_of, popen, read_items
 
 
 def test_polite_defaults() -> None:

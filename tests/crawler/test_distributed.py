@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from crawler.mirror import MirrorServer, build_site
-from tests.crawler.conftest import Pair, crawl_cmd, pairs_of, popen, read_items, wait_until_opened
+from tests.crawler.helpers import Pair, crawl_cmd, pairs_of, popen, read_items, wait_until_opened
 
 pytestmark = [pytest.mark.slow, pytest.mark.redis]
 

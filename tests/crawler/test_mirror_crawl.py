@@ -12,7 +12,7 @@ import pytest
 
 from crawler.mirror import MirrorServer, build_site
 from data.paths import ROOT
-from tests.crawler.conftest import FAST, Pair, pairs_of, read_items
+from tests.crawler.helpers import FAST, Pair, pairs_of, read_items
 
 pytestmark = pytest.mark.slow
 

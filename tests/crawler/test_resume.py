@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from crawler.mirror import MirrorServer, build_site
-from tests.crawler.conftest import Pair, crawl_cmd, pairs_of, popen, read_items
+from tests.crawler.helpers import Pair, crawl_cmd, pairs_of, popen, read_items
 
 pytestmark = pytest.mark.slow
 
