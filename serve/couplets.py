@@ -23,6 +23,7 @@ import torch
 from data.sensitive import ALLOW_LIST, SensitiveFilter, read_words
 from model.bundle import MODEL_FILE, Bundle, load_bundle
 from model.decode import MAX_CANDIDATES, ConstraintError, DecodeOptions, Decoder, DecodeResult
+from model.decode import Candidate as DecodeCandidate
 from model.rules import HARD_RULES
 from model.tones import line_tones, mark
 from serve.batching import DecodeBatcher
@@ -118,13 +119,12 @@ class LoadedModel:
             results = [self._decode(q.upper, options) for q in queries]
         answers: list[GenerateResponse | Exception] = []
         for q, result in zip(queries, results, strict=True):
-            if (
-                isinstance(result, DecodeResult)
-                and self._short(result, q.n)
-                and options.n_best < MAX_CANDIDATES
-            ):
-                result = self._decode(q.upper, _options(q, MAX_CANDIDATES))
-            answers.append(result if isinstance(result, Exception) else self._response(q, result))
+            if isinstance(result, DecodeResult):
+                clean = self._clean(result)
+                if len(clean) < q.n <= len(result.candidates) and options.n_best < MAX_CANDIDATES:
+                    result = self._decode(q.upper, _options(q, MAX_CANDIDATES))
+                    clean = self._clean(result) if isinstance(result, DecodeResult) else []
+            answers.append(result if isinstance(result, Exception) else self._response(q, result, clean))
         return answers
 
     def _decode(self, upper: str, options: DecodeOptions) -> DecodeResult | Exception:
@@ -134,11 +134,10 @@ class LoadedModel:
         except ConstraintError as exc:
             return exc
 
-    def _short(self, result: DecodeResult, n: int) -> bool:
-        return sum(self.is_clean(c.text) for c in result.candidates) < n <= len(result.candidates)
+    def _clean(self, result: DecodeResult) -> list[DecodeCandidate]:
+        return [c for c in result.candidates if self.is_clean(c.text)]
 
-    def _response(self, q: Query, result: DecodeResult) -> GenerateResponse:
-        clean = [c for c in result.candidates if self.is_clean(c.text)]
+    def _response(self, q: Query, result: DecodeResult, clean: list[DecodeCandidate]) -> GenerateResponse:
         return GenerateResponse(
             upper=q.upper,
             upper_tones=tone_marks(q.upper, q.tone_mode),

@@ -7,7 +7,6 @@ import threading
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-import torch
 from fastapi import FastAPI, Request, status
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
@@ -28,7 +27,6 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        torch.set_num_threads(settings.torch_threads)
         extra = extra_filter(settings)
         model = await run_in_threadpool(LoadedModel.load, settings.model_dir, extra)
         app.state.service = CoupletService(
