@@ -64,3 +64,12 @@ def test_known_lower_lines_are_filtered_too(settings: Settings, bad_bundle: Path
     with TestClient(app) as c:
         wait_known(app)
         assert c.post("/api/v1/generate", json={"upper": "江河"}).json()["known_lower_lines"] == ["湖海"]
+
+
+def test_a_short_answer_is_decoded_again_with_more_candidates(settings: Settings, bad_bundle: Path) -> None:
+    # no spare candidates: the filter leaves n - 1, so the server asks the decoder for more
+    app = create_app(settings.model_copy(update={"model_dir": bad_bundle, "oversample": 0}))
+    with TestClient(app) as c:
+        body = c.post("/api/v1/generate", json={"upper": "春风", "n": 3}).json()
+    assert len(body["candidates"]) == 3 and body["filtered"] >= 1
+    assert all(BAD_WORD not in cand["text"] for cand in body["candidates"])
