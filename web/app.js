@@ -72,12 +72,13 @@ function rebuildLocks() {
   const old = [...box.querySelectorAll("input")].map((input) => input.value);
   box.replaceChildren();
   chars.forEach((ch, i) => {
+    const cell = el("label", "lock-cell");
     const input = el("input", "lock");
     input.maxLength = 1;
     input.value = old[i] || "";
-    input.setAttribute("aria-label", `下联第 ${i + 1} 字（上联「${ch}」）`);
-    input.placeholder = ch;
-    box.append(input);
+    input.setAttribute("aria-label", `下联第 ${i + 1} 字（对上联「${ch}」）`);
+    cell.append(el("span", "lock-over", ch), input);
+    box.append(cell);
   });
   $("locks-box").hidden = chars.length === 0;
 }
