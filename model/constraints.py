@@ -287,7 +287,7 @@ def plan_request(
     punct = [ids[i] if rules and is_punct(ch) else -1 for i, ch in enumerate(upper)]
     lock = [vocab.encode(lock_ch[i])[0] if i in lock_ch and punct[i] < 0 else -1 for i in range(len(upper))]
     copy_of = [head[i] if rules and head[i] != i and punct[i] < 0 else -1 for i in range(len(upper))]
-    tones = tuple(line_tones(upper, mode))
+    tones = _upper_tones(upper, mode)
     last = max((i for i, ch in enumerate(upper) if not is_punct(ch)), default=-1)
     want = wanted_end(tones[last]) if last >= 0 else Tone.EITHER
     end_pos = head[last] if rules and tone_end and last >= 0 and want != Tone.EITHER else -1
@@ -303,6 +303,13 @@ def plan_request(
         upper, rules, mode, tuple(punct), tuple(copy_of), tuple(lock), upper_ids, tones, end_pos, want,
         tuple(required), tuple(free),
     )  # fmt: skip
+
+
+def _upper_tones(upper: str, mode: str) -> tuple[Tone, ...]:
+    try:
+        return tuple(line_tones(upper, mode))
+    except ValueError as e:  # an unknown mode, or classical without a 入声 table
+        raise ConstraintError("tone_mode", f"声调模式「{mode}」不可用", str(e)) from e
 
 
 def _check_end(pos: int, lock: int, end_ok: Tensor, upper: str, want: Tone, tables: VocabTables) -> None:

@@ -121,7 +121,7 @@ def beam_search(
         scores = (logp.view(n, k, v) + table[:, None, pos]).view(n * k, v)
         for rule in step_rules:
             scores = rule(scores, Step(pos, tokens, row))  # type: ignore[operator]
-        total = (search[:, :, None] + scores.view(n, k, v)).view(n, k * v)  # (N, K*V)
+        total = scores.view(n, k, v).add_(search[:, :, None]).view(n, k * v)  # (N, K*V)
         search, flat = total.topk(k, dim=1)  # (N, K)
         parent = (offset + flat // v).view(-1)  # (B,) row each new beam extends
         tok = (flat % v).view(-1)  # (B,)

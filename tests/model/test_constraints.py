@@ -248,6 +248,7 @@ def test_rules_off_keeps_only_length_specials_and_user_constraints(vocab, tables
         ("春风", {"required_first": "花", "locks": "月_"}, "required_first", "conflicts"),
         ("千山雪", {"required_chars": "树木", "locks": "人__"}, "required_chars", "tone"),
         ("", {}, "length", "empty"),
+        ("春风", {"mode": "ancient"}, "tone_mode", "unknown tone mode"),
     ],
 )
 def test_impossible_constraints_name_the_constraint(vocab, tables, upper, kw, constraint, words):

@@ -157,6 +157,13 @@ def test_int8_decoder_keeps_the_rules_and_close_scores(decoder, vocab):
         assert c.score == pytest.approx(exact, abs=0.05)
 
 
+def test_classical_mode_without_a_table_is_refused_clearly(decoder, monkeypatch):
+    monkeypatch.delenv("RUSHENG_TABLE", raising=False)
+    with pytest.raises(ConstraintError, match="入声") as err:
+        decoder.generate("春风", DecodeOptions(tone_mode="classical"))
+    assert err.value.constraint == "tone_mode"
+
+
 def test_upper_line_ending_level_is_flagged(decoder):
     result = decoder.generate("春风")
     assert result.probably_reversed and result.upper_end_tone == "平"
