@@ -14,6 +14,7 @@ import logging
 import threading
 import time
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -82,10 +83,12 @@ def extra_filter(settings: Settings) -> SensitiveFilter | None:
 class LoadedModel:
     """One bundle with its decoder and sensitive-word filters, ready to answer."""
 
-    def __init__(self, bundle: Bundle, extra_filter: SensitiveFilter | None = None) -> None:
+    def __init__(
+        self, bundle: Bundle, extra_filter: SensitiveFilter | None = None, int8: bool = False
+    ) -> None:
         self.bundle = bundle
         self.version = _version(bundle)
-        self.decoder = Decoder(bundle.model, bundle.vocab)
+        self.decoder = Decoder(bundle.model, bundle.vocab, int8=int8)
         bundled = (
             SensitiveFilter.from_hashes(bundle.sensitive_hashes, allow=allow_list())
             if len(bundle.sensitive_hashes)
@@ -94,8 +97,8 @@ class LoadedModel:
         self.filters = [f for f in (bundled, extra_filter) if f is not None]
 
     @classmethod
-    def load(cls, path: Path, extra_filter: SensitiveFilter | None = None) -> LoadedModel:
-        model = cls(load_bundle(path), extra_filter)
+    def load(cls, path: Path, extra_filter: SensitiveFilter | None = None, int8: bool = False) -> LoadedModel:
+        model = cls(load_bundle(path), extra_filter, int8)
         model.answer_batch([Query("春风得意", 1)], 0)  # the decoder's tables are built on first use
         return model
 
@@ -186,10 +189,10 @@ class CoupletService:
         threads: int = 1,
         max_batch: int = 16,
         max_pending: int = 256,
-        extra_filter: SensitiveFilter | None = None,
+        loader: Callable[[Path], LoadedModel] = LoadedModel.load,
     ) -> None:
         self.model = model
-        self.extra_filter = extra_filter
+        self.loader = loader  # how reload builds a model: the same filters and precision
         self.known: KnownLines | None = None
         self.batcher = DecodeBatcher(oversample, workers=concurrency, threads=threads, max_batch=max_batch)
         self._cache: OrderedDict[tuple[str, Query], GenerateResponse] = OrderedDict()
@@ -222,7 +225,7 @@ class CoupletService:
         """Load ``path`` beside the serving model, then swap (one reload at a time)."""
         with self._reload_lock:
             start = time.perf_counter()
-            new = LoadedModel.load(path, self.extra_filter)
+            new = self.loader(path)
             old, self.model = self.model, new
             with self._cache_lock:
                 self._cache.clear()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 from collections.abc import AsyncIterator
@@ -27,8 +28,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        extra = extra_filter(settings)
-        model = await run_in_threadpool(LoadedModel.load, settings.model_dir, extra)
+        loader = functools.partial(LoadedModel.load, extra_filter=extra_filter(settings), int8=settings.int8)
+        model = await run_in_threadpool(loader, settings.model_dir)
         app.state.service = CoupletService(
             model,
             oversample=settings.oversample,
@@ -37,7 +38,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             threads=settings.torch_threads,
             max_batch=settings.max_batch,
             max_pending=settings.max_pending,
-            extra_filter=extra,
+            loader=loader,
         )
         engine = make_engine(settings.database_url)
         app.state.feedback = FeedbackStore(engine)

@@ -50,6 +50,7 @@ class Settings(BaseSettings):
     cache_size: int = Field(
         default=2048, description="generate results kept per model (beam search is deterministic)"
     )
+    int8: bool = Field(default=False, description="decode with int8 linear layers (faster on a CPU)")
     torch_threads: int = Field(
         default=1, description="intra-op threads per decode; requests run side by side"
     )

@@ -135,3 +135,18 @@ def test_training_flag_without_the_corpus(settings: Settings) -> None:
         body = c.post("/api/v1/generate", json={"upper": PAIRS[1][0]}).json()
         assert body["in_training_set"] is True and body["known_lower_lines"] == []
         assert c.get("/api/v1/health").json()["known_lines"] == 0
+
+
+def test_int8_decoding_and_reload_keep_it(settings: Settings, bundle_b: Path) -> None:
+    app = create_app(settings.model_copy(update={"int8": True}))
+    with TestClient(app) as c:
+        assert (
+            app.state.service.model.decoder.model is not app.state.service.model.bundle.model
+        )  # quantised copy
+        body = c.post("/api/v1/generate", json={"upper": "春风得意", "n": 3}).json()
+        assert len(body["candidates"]) == 3 and all(cand["report"]["hard_ok"] for cand in body["candidates"])
+        r = c.post(
+            "/api/v1/admin/reload", json={"model_dir": str(bundle_b)}, headers={"X-Admin-Token": "test-token"}
+        )
+        assert r.status_code == 200
+        assert app.state.service.model.decoder.model is not app.state.service.model.bundle.model
