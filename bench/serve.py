@@ -238,6 +238,8 @@ def saturation_wrk(url: str, lines: list[str], seconds: int, connections: int, t
         f"-t{min(2, connections)}",
         f"-c{connections}",
         f"-d{seconds}s",
+        "--timeout",
+        "30s",
         "--latency",
         "-s",
         str(script),
