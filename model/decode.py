@@ -106,30 +106,28 @@ def beam_search(
     n, steps, v = table.shape
     length = steps - 1
     steps = steps if score_end else length
-    k = beam
-    row = torch.arange(n).repeat_interleave(k)  # (B,) the request of each row
     cache = _fit_cache(model.new_cache(model.encode(src), src), steps)
-    cache = model.reorder_cache(cache, row)
-    prev = torch.full((n * k,), BOS_ID, dtype=torch.long)
-    search = torch.full((n, k), float("-inf"))
-    search[:, 0] = 0.0  # one live beam at the start, so the first step gives K distinct ones
-    logp_sum = torch.zeros(n * k)
-    tokens = torch.empty(n * k, 0, dtype=torch.long)
-    offset = (torch.arange(n) * k)[:, None]  # (N, 1)
+    width = 1  # live beams per request: one at the start (K copies would be equal), then K
+    prev = torch.full((n,), BOS_ID, dtype=torch.long)
+    search = torch.zeros(n, 1)  # (N, width)
+    logp_sum = torch.zeros(n)  # (B,)
+    tokens = torch.empty(n, 0, dtype=torch.long)  # (B, pos)
     for pos in range(steps):
+        row = torch.arange(n).repeat_interleave(width)  # (B,) the request of each row
         logp = F.log_softmax(model.step(cache, prev, pos).float(), dim=-1)  # (B, V)
-        scores = (logp.view(n, k, v) + table[:, None, pos]).view(n * k, v)
+        scores = (logp.view(n, width, v) + table[:, None, pos]).view(n * width, v)
         for rule in step_rules:
             scores = rule(scores, Step(pos, tokens, row))  # type: ignore[operator]
-        total = scores.view(n, k, v).add_(search[:, :, None]).view(n, k * v)  # (N, K*V)
-        search, flat = total.topk(k, dim=1)  # (N, K)
-        parent = (offset + flat // v).view(-1)  # (B,) row each new beam extends
-        tok = (flat % v).view(-1)  # (B,)
+        total = scores.view(n, width, v).add_(search[:, :, None]).view(n, width * v)  # (N, width*V)
+        search, flat = total.topk(min(beam, width * v), dim=1)  # (N, K)
+        parent = (torch.arange(n)[:, None] * width + flat // v).view(-1)  # (B',) row each beam extends
+        tok = (flat % v).view(-1)  # (B',)
         logp_sum = logp_sum[parent] + logp[parent, tok]
-        tokens = torch.cat([tokens[parent], tok[:, None]], dim=1)  # (B, pos+1)
-        if pos + 1 < steps:
-            cache = _reorder_beams(model, cache, parent)
-        prev = tok
+        tokens = torch.cat([tokens[parent], tok[:, None]], dim=1)  # (B', pos+1)
+        if pos + 1 < steps:  # the first reorder widens every row of the cache, later ones only move beams
+            cache = _reorder_beams(model, cache, parent) if width > 1 else model.reorder_cache(cache, parent)
+        width, prev = search.size(1), tok
+    k = search.size(1)
     return tokens[:, :length].reshape(n, k, length), search, logp_sum.view(n, k)
 
 
