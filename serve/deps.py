@@ -1,4 +1,8 @@
-"""Shared objects as ``Annotated`` dependencies: settings, the couplet service, the feedback store."""
+"""Shared objects as ``Annotated`` dependencies: settings, the couplet service, the feedback store.
+
+They are ``async`` because they only read app state: FastAPI would run plain functions on
+its thread pool, a hop per dependency per request.
+"""
 
 from __future__ import annotations
 
@@ -12,19 +16,19 @@ from serve.ratelimit import RateLimiter
 from serve.settings import Settings
 
 
-def get_settings(request: Request) -> Settings:
+async def get_settings(request: Request) -> Settings:
     return request.app.state.settings
 
 
-def get_service(request: Request) -> CoupletService:
+async def get_service(request: Request) -> CoupletService:
     return request.app.state.service
 
 
-def get_store(request: Request) -> FeedbackStore:
+async def get_store(request: Request) -> FeedbackStore:
     return request.app.state.feedback
 
 
-def rate_limit(request: Request) -> None:
+async def rate_limit(request: Request) -> None:
     limiter: RateLimiter = request.app.state.limiter
     client = request.client.host if request.client else "unknown"
     wait = limiter.allow(client)
