@@ -50,6 +50,10 @@ ITEM_PIPELINES = {
     "crawler.pipelines.DedupPipeline": 300,
 }
 SPIDER_MIDDLEWARES = {"crawler.journal.JournalMiddleware": 10}
+DOWNLOADER_MIDDLEWARES = {  # the same place, with a fix (see crawler/robots.py)
+    "scrapy.downloadermiddlewares.robotstxt.RobotsTxtMiddleware": None,
+    "crawler.robots.RobotsTxtMiddleware": 100,
+}
 EXTENSIONS = {"crawler.distributed.SharedQueueIdle": 500, "crawler.statsfile.StatsFile": 600}
 STATS_FILE = None  # e.g. "work/crawl/%(name)s.stats.json"; the CLI sets it
 
