@@ -9,11 +9,14 @@ from __future__ import annotations
 
 import gzip
 import logging
+import re
+from array import array
 from pathlib import Path
 
 import numpy as np
 
 log = logging.getLogger(__name__)
+_UPPER = re.compile(rb"^([^\t\n]+)\t", re.M)
 
 
 def _key(upper: bytes) -> int:
@@ -24,18 +27,14 @@ def _key(upper: bytes) -> int:
 class KnownLines:
     def __init__(self, text: bytes) -> None:
         self._text = text
-        keys: list[int] = []
-        offsets: list[int] = []
-        start = 0
-        for line in text.split(b"\n"):
-            tab = line.find(b"\t")
-            if tab > 0:
-                keys.append(_key(line[:tab]))
-                offsets.append(start)
-            start += len(line) + 1
-        order = np.argsort(np.array(keys, dtype=np.uint64), kind="stable")
-        self._keys = np.array(keys, dtype=np.uint64)[order]
-        self._offsets = np.array(offsets, dtype=np.int64)[order]
+        # one match at a time: splitting into a list of lines would double the peak memory
+        key_list, offset_list = array("Q"), array("q")  # 8 bytes an entry, not a Python int
+        for m in _UPPER.finditer(text):
+            key_list.append(_key(m.group(1)))
+            offset_list.append(m.start())
+        keys, offsets = np.frombuffer(key_list, dtype=np.uint64), np.frombuffer(offset_list, dtype=np.int64)
+        order = np.argsort(keys, kind="stable")
+        self._keys, self._offsets = keys[order], offsets[order]
 
     @classmethod
     def from_file(cls, path: Path) -> KnownLines:
