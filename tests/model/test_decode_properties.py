@@ -75,7 +75,7 @@ def requests(draw: st.DrawFn, pool: list[str]) -> tuple[str, DecodeOptions]:
     return upper, options
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
 def test_every_candidate_keeps_every_hard_rule_and_lock(decoder, vocab, data):
     upper, options = data.draw(requests(han_chars(vocab)))
