@@ -5,7 +5,8 @@
 model/constraints.py), fuses the position rules into one ``(N, L+1, V)`` table, runs a
 fixed-length beam search over the model's KV cache, and reports each candidate with the
 string-level rule check of model/rules.py. ``generate_batch`` decodes many upper lines at
-once, grouped by length (every line of a group takes the same number of steps).
+once, grouped by length (every line of a group takes the same number of steps). With
+required characters (嵌字) the beam is shared out over how many each beam has placed.
 
 Shapes: N requests, K beams, B = N*K rows, L line length, V vocabulary.
 """
