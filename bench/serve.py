@@ -1,14 +1,14 @@
 """Server under load: the HTTP API on loopback, a real uvicorn process, the shipped model.
 
-Three phases against ``python -m serve`` on 127.0.0.1 (its result cache off, so every
-request is a real decode of a distinct test-set upper line):
-1. fixed rate: an async Python client sends ``--rate`` requests/s (default 100) for a
-   while and measures latency from each request's scheduled time (no coordinated
-   omission): achieved rate, p50/p99, errors. The goal: ≥ 100/s with p99 ≤ 200 ms and
-   no errors on 2 cores.
-2. the same fixed rate while the model is reloaded (POST /api/v1/admin/reload) a few
-   times: requests failed by swapping models.
-3. saturation: Debian's wrk (if installed) with a few connections: peak requests/s.
+Phases against ``python -m serve`` on 127.0.0.1 (its result cache off, so every request is
+a real decode of a distinct test-set upper line):
+1. fixed rates, from 100 requests/s down: an async client sends requests on a schedule
+   and measures latency from each request's due time (no coordinated omission). The
+   first rate answered with p99 ≤ 200 ms and no failed or shed (503) request is the
+   sustained rate; the goal is ≥ 100/s on 2 cores.
+2. that rate again while the model is reloaded (POST /api/v1/admin/reload) three times:
+   requests failed by swapping models (goal 0).
+3. saturation: Debian's wrk (if installed) with 8 connections: peak requests/s.
 """
 
 from __future__ import annotations
@@ -202,11 +202,11 @@ async def fixed_rate(
     conns.close()
     figures = {
         "requests": float(total),
-        "achieved_rps": total / elapsed,
+        "answered_rps": (total - errors) / elapsed,
         "p50_ms": 1000 * pct(latencies, 0.50),
         "p99_ms": 1000 * pct(latencies, 0.99),
-        "errors": float(errors),
-        "errors_503_busy": float(busy),
+        "failed": float(errors - busy),
+        "shed_503": float(busy),
     }
     if reload_model is not None:
         figures["reloads"] = float(reloads)
@@ -261,10 +261,24 @@ def saturation_wrk(url: str, lines: list[str], seconds: int, connections: int, t
     return figures
 
 
+def met(figures: dict[str, float]) -> bool:
+    return figures["p99_ms"] <= 200 and figures["failed"] == 0 and figures["shed_503"] == 0
+
+
+def wait_idle(url: str, timeout: float = 120) -> None:
+    """Let the server finish the backlog of an overloaded phase before the next one."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        start = time.perf_counter()
+        httpx.post(f"{url}/api/v1/generate", json={"upper": "春风得意", "n": 5}, timeout=timeout)
+        if time.perf_counter() - start < 1.0:
+            return
+
+
 def run(args: Any) -> dict[str, object]:
     quick = bool(getattr(args, "quick", False))
-    rate = float(os.environ.get("BENCH_SERVE_RATE", 100))
-    seconds = 5.0 if quick else 20.0
+    rates = [100.0, 50.0, 25.0, 12.0, 6.0] if quick else [100.0, 70.0, 50.0, 35.0, 25.0, 18.0, 12.0, 8.0, 5.0]
+    seconds = 5.0 if quick else 15.0
     lines = upper_lines(4000)
     with tempfile.TemporaryDirectory(prefix="bench-serve-") as name:
         tmp = Path(name)
@@ -283,14 +297,23 @@ def run(args: Any) -> dict[str, object]:
                 "cores": float(os.cpu_count() or 0),
                 "load_average_1min": os.getloadavg()[0],  # other work on the machine skews every figure
                 "distinct_lines": float(len(lines)),
-                "rate_target": rate,
             }
-            for key, value in asyncio.run(fixed_rate(port, lines, rate, seconds)).items():
-                results[key] = value
-            reload_lines = lines[len(lines) // 2 :] or lines
-            for key, value in asyncio.run(fixed_rate(port, reload_lines, rate, seconds / 2, model)).items():
-                results[f"reload_{key}"] = value
+            sustained = 0.0
+            for i, rate in enumerate(rates):
+                wait_idle(url)
+                part = lines[(i * 500) % len(lines) :] + lines  # fresh lines for each phase
+                figures = asyncio.run(fixed_rate(port, part, rate, seconds))
+                results.update({f"at{rate:g}_{k}": v for k, v in figures.items() if k != "requests"})
+                if met(figures):
+                    sustained = rate
+                    break
+            results["sustained_rps"] = sustained
+            wait_idle(url)
+            reload_rate = sustained or rates[-1]
+            figures = asyncio.run(fixed_rate(port, lines[::-1], reload_rate, max(seconds, 8.0), model))
+            results.update({f"reload_{k}": v for k, v in figures.items()})
             if shutil.which("wrk"):
+                wait_idle(url)
                 results.update(saturation_wrk(url, lines[::-1], 5 if quick else 15, 8, tmp))
         finally:
             proc.terminate()
@@ -298,10 +321,5 @@ def run(args: Any) -> dict[str, object]:
                 proc.wait(timeout=20)
             except subprocess.TimeoutExpired:
                 proc.kill()
-    results["goal_met"] = float(
-        results["achieved_rps"] >= 0.95 * 100  # type: ignore[operator]
-        and results["p99_ms"] <= 200  # type: ignore[operator]
-        and results["errors"] == 0
-        and results["reload_errors"] == 0
-    )
+    results["goal_met"] = float(sustained >= 100 and results["reload_failed"] == 0)
     return results
