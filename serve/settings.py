@@ -38,7 +38,7 @@ class Settings(BaseSettings):
     max_chars: int = Field(default=32, description="longest upper line accepted")
     max_candidates: int = Field(default=10, description="most candidates one request may ask for")
     oversample: int = Field(
-        default=6, description="extra candidates asked of the decoder to replace filtered ones"
+        default=2, description="extra candidates asked of the decoder for filtered ones (more if still short)"
     )
     max_body_bytes: int = Field(default=4096, description="larger request bodies are refused with 413")
     rate_limit_per_minute: float = Field(
