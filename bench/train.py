@@ -63,7 +63,8 @@ def sample_batches(vocab_size: int, batch_tokens: int, count: int) -> list[Batch
             for n in lengths
         ]
     order = rng.permutation(len(pairs))
-    out, i = [], 0
+    out: list[Batch] = []
+    i = 0
     while len(out) < count:
         chunk = sorted((pairs[j] for j in order[i : i + 4000]), key=lambda p: len(p[0]))
         start = int(rng.integers(0, len(chunk) - 64))
