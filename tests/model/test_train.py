@@ -70,7 +70,7 @@ def final_state(out: Path) -> dict[str, torch.Tensor]:
 
 
 def test_resume_after_sigkill_matches_uninterrupted_run(tmp_path: Path, data_folder: Path) -> None:
-    steps, opts = 60, ["--set", "save_every=10", "--set", "eval_every=25", "--set", "batch_tokens=300"]
+    steps, opts = 40, ["--set", "save_every=10", "--set", "eval_every=20", "--set", "batch_tokens=300"]
     ref, killed = tmp_path / "ref", tmp_path / "killed"
     assert run_module(cli(data_folder, ref, steps, *opts)).wait(timeout=300) == 0
     proc = run_module(cli(data_folder, killed, steps, *opts))
