@@ -1,0 +1,237 @@
+"""The model card: what a shipped bundle is, how it was made, and how it measures.
+
+Rendered from the figures the project writes itself (the bundle's ``eval.json`` and
+checkpoint metadata, the data stage's ``report.json``, the training log and the decode
+benchmark), so the card never restates a number by hand. The goals are those of
+BENCHMARKS.md, each reported as reached or not reached with the gap.
+
+    python -m model.card models/default [--train-dir work/train/cpu] [--bench work/bench/x.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import math
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from data.paths import data_dir, default_model_dir
+
+
+@dataclass(frozen=True)
+class Goal:
+    name: str
+    value: float | None
+    target: float
+    higher_is_better: bool
+    unit: str = ""
+
+    def verdict(self) -> str:
+        if self.value is None or (isinstance(self.value, float) and math.isnan(self.value)):
+            return "not measured"
+        ok = self.value >= self.target if self.higher_is_better else self.value <= self.target
+        if ok:
+            return "reached"
+        return f"not reached (gap {abs(self.value - self.target):.4g}{self.unit})"
+
+    def row(self) -> str:
+        sign = "≥" if self.higher_is_better else "≤"
+        shown = "–" if self.value is None else f"{self.value:.4g}{self.unit}"
+        return f"| {self.name} | {shown} | {sign} {self.target:g}{self.unit} | {self.verdict()} |"
+
+
+def _read_json(path: Path | None) -> dict[str, Any]:
+    if path is None or not path.is_file():
+        return {}
+    data = json.loads(path.read_text(encoding="utf-8"))
+    return data if isinstance(data, dict) else {}
+
+
+def _dig(d: dict[str, Any], *keys: str) -> Any:
+    for key in keys:
+        if not isinstance(d, dict) or key not in d:
+            return None
+        d = d[key]
+    return d
+
+
+def bundle_size_mb(bundle: Path) -> float:
+    return sum(p.stat().st_size for p in bundle.iterdir() if p.is_file()) / 1e6
+
+
+def training_summary(train_dir: Path | None) -> dict[str, Any]:
+    """Minutes, steps, pairs seen and the validation curve from the training logs."""
+    if train_dir is None:
+        return {}
+    out: dict[str, Any] = {}
+    log = train_dir / "train_log.csv"
+    if log.is_file():
+        rows = list(csv.DictReader(log.open(encoding="utf-8")))
+        if rows:
+            last = rows[-1]
+            out.update(
+                steps=int(last["step"]),
+                minutes=float(last["minutes"]),
+                pairs_seen=int(float(last.get("pairs_seen", 0) or 0)),
+            )
+    valid = train_dir / "valid_log.csv"
+    if valid.is_file():
+        out["valid_curve"] = list(csv.DictReader(valid.open(encoding="utf-8")))
+    return out
+
+
+def goals(ev: dict[str, Any], size_mb: float, bench: dict[str, Any]) -> list[Goal]:
+    full = ev.get("full", {})
+    rules = full.get("rules_model", {})
+    latency = bench.get("decode", {})
+    return [
+        Goal("test perplexity (full test set)", full.get("perplexity"), 60, False),
+        Goal("BLEU-4, full test set", full.get("bleu4"), 3, True),
+        Goal("BLEU-2, full test set", full.get("bleu2"), 10, True),
+        Goal("hard-rule compliance of outputs", rules.get("hard_ok"), 100, True, "%"),
+        Goal("lower line ends 平 after 仄", rules.get("tone_end"), 99, True, "%"),
+        Goal("bundle size on disk", size_mb, 40, False, " MB"),
+        Goal("decoding latency p50 (10 candidates)", latency.get("p50_ms"), 15, False, " ms"),
+        Goal("decoding latency p99 (10 candidates)", latency.get("p99_ms"), 50, False, " ms"),
+    ]
+
+
+def eval_table(ev: dict[str, Any]) -> list[str]:
+    splits = [s for s in ("full", "leakfree") if s in ev]
+    if not splits:
+        return ["No evaluation figures are in this bundle (trained with `--no-eval`)."]
+    head = "| figure | " + " | ".join(f"{s} ({ev[s]['pairs']} pairs)" for s in splits) + " |"
+    lines = [head, "|---|" + "---|" * len(splits)]
+    for key, label in (
+        ("bleu1", "BLEU-1"),
+        ("bleu2", "BLEU-2"),
+        ("bleu4", "BLEU-4"),
+        ("perplexity", "perplexity of the reference lines"),
+        ("distinct1", "distinct-1"),
+        ("distinct2", "distinct-2"),
+        ("verbatim_train_lower", "outputs that are a training lower line verbatim, %"),
+    ):
+        lines.append(f"| {label} | " + " | ".join(str(ev[s].get(key, "–")) for s in splits) + " |")
+    for rule in ev[splits[0]].get("rules_model", {}):
+        cells = [f"{ev[s]['rules_model'][rule]} (human {ev[s]['rules_human'][rule]})" for s in splits]
+        lines.append(f"| rule `{rule}`, % of top candidates | " + " | ".join(cells) + " |")
+    return lines
+
+
+def data_section(report: dict[str, Any]) -> list[str]:
+    if not report:
+        return ["The data stage's report was not available when this card was written."]
+    lines = ["| source | pairs read |", "|---|---|"]
+    for name, src in report.get("sources", {}).items():
+        if src.get("present"):
+            lines.append(f"| {name} | {src.get('pairs_read', '–'):,} |")
+    split = report.get("split", {})
+    vocab = report.get("vocab", {})
+    lines += [
+        "",
+        f"After normalisation, filters and deduplication (`make data`): {split.get('train', 0):,} training "
+        f"pairs, {split.get('valid', 0):,} validation pairs (carved by upper line), and the standard "
+        f"{split.get('test', 0):,}-pair wb14123 test set, of which {split.get('test_leakfree', 0):,} are "
+        f"leak-free. Vocabulary: {vocab.get('size', '–')} characters (sentencepiece `char`), covering "
+        f"{100 * vocab.get('test_char_coverage', 0):.2f}% of test characters.",
+    ]
+    return lines
+
+
+def render(
+    bundle: Path,
+    train_dir: Path | None,
+    report: dict[str, Any],
+    bench: dict[str, Any],
+    hardware: str = "not recorded",
+) -> str:
+    ev = _read_json(bundle / "eval.json")
+    meta = _read_checkpoint_meta(bundle)
+    size = bundle_size_mb(bundle)
+    tr = training_summary(train_dir)
+    cfg = meta.get("model_config", {})
+    lines = [
+        "# Model card: duilian default couplet model",
+        "",
+        "A character-level Transformer encoder-decoder that writes the lower line (下联) of a Chinese",
+        "couplet, decoded by a beam search that enforces the couplet rules (model/decode.py).",
+        "",
+        "**License: AGPL-3.0.** The model is trained on the wb14123 corpus (AGPL-3.0), so it carries",
+        "that license; the regulated-verse and primer pairs it also saw are MIT.",
+        "",
+        "## Architecture and size",
+        "",
+        f"- parameters: {meta.get('n_params', '–'):,}" if meta.get("n_params") else "- parameters: –",
+        f"- configuration: `{json.dumps(cfg, ensure_ascii=False)}`",
+        f"- bundle on disk: {size:.1f} MB (fp16 weights, vocabulary, fingerprints, cards)",
+        "",
+        "## Training",
+        "",
+        f"- preset: `{meta.get('preset', '–')}`; hardware: {hardware}",
+        f"- steps: {meta.get('step', tr.get('steps', '–'))}; wall time: "
+        f"{tr.get('minutes', float('nan')):.1f} min; pairs seen: {tr.get('pairs_seen', '–'):,}"
+        if tr
+        else f"- steps: {meta.get('step', '–')}",
+        f"- best validation NLL per character: {meta.get('best_valid', '–')}",
+        "",
+        "## Data",
+        "",
+        *data_section(report),
+        "",
+        "## Evaluation (`make eval`, wb14123 test set, top candidate of the rule-constrained beam search)",
+        "",
+        *eval_table(ev),
+        "",
+        "## Goals (BENCHMARKS.md)",
+        "",
+        "| goal | measured | target | verdict |",
+        "|---|---|---|---|",
+        *(g.row() for g in goals(ev, size, bench)),
+        "",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def _read_checkpoint_meta(bundle: Path) -> dict[str, Any]:
+    """Config, step and parameter count from the checkpoint, without building the model."""
+    import torch
+
+    path = bundle / "model.pt"
+    if not path.is_file():
+        return {}
+    ckpt = torch.load(path, map_location="cpu", weights_only=True)
+    meta = {k: v for k, v in ckpt.items() if k not in ("state_dict", "vocab", "optimizer")}
+    meta["n_params"] = sum(t.numel() for t in ckpt.get("state_dict", {}).values())
+    return meta
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m model.card", description=__doc__.split("\n\n")[0])
+    p.add_argument("bundle", nargs="?", type=Path, default=default_model_dir())
+    p.add_argument("--train-dir", type=Path, help="the training run's folder (train_log.csv, valid_log.csv)")
+    p.add_argument("--report", type=Path, default=data_dir() / "report.json", help="the data stage's report")
+    p.add_argument("--bench", type=Path, help="a `make bench` JSON with a `decode` entry (latency)")
+    p.add_argument("--hardware", default="not recorded", help="what the model was trained on, in words")
+    p.add_argument("--extra", type=Path, help="Markdown appended to the card (notes, limitations)")
+    return p.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    if not (args.bundle / "model.pt").is_file():
+        print(f"error: no model bundle at {args.bundle}", file=sys.stderr)
+        return 2
+    card = render(args.bundle, args.train_dir, _read_json(args.report), _read_json(args.bench), args.hardware)
+    if args.extra is not None:
+        card += "\n" + args.extra.read_text(encoding="utf-8")
+    (args.bundle / "MODEL_CARD.md").write_text(card, encoding="utf-8")
+    print(f"wrote {args.bundle / 'MODEL_CARD.md'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

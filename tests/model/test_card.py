@@ -1,0 +1,50 @@
+"""The model card renders the bundle's own figures and judges each goal."""
+
+import json
+
+from model.card import Goal, goals, main
+
+
+def test_goal_verdicts():
+    assert Goal("ppl", 55.0, 60, False).verdict() == "reached"
+    assert Goal("ppl", 80.0, 60, False).verdict() == "not reached (gap 20)"
+    assert Goal("bleu", 2.5, 3, True).verdict() == "not reached (gap 0.5)"
+    assert Goal("bleu", None, 3, True).verdict() == "not measured"
+
+
+def test_goals_read_eval_figures():
+    ev = {"full": {"perplexity": 70.0, "bleu4": 3.5, "bleu2": 9.0, "rules_model": {"hard_ok": 100.0}}}
+    verdicts = {g.name: g.verdict() for g in goals(ev, 12.0, {"decode": {"p50_ms": 10.0, "p99_ms": 60.0}})}
+    assert verdicts["BLEU-4, full test set"] == "reached"
+    assert verdicts["test perplexity (full test set)"].startswith("not reached")
+    assert verdicts["hard-rule compliance of outputs"] == "reached"
+    assert verdicts["lower line ends 平 after 仄"] == "not measured"
+    assert verdicts["decoding latency p99 (10 candidates)"].startswith("not reached")
+
+
+def test_card_from_a_bundle(tmp_path):
+    from data.vocab import Vocab
+    from model.bundle import export_bundle
+    from model.transformer import CoupletTransformer, ModelConfig
+
+    vocab = Vocab.train(["春风得意马蹄疾", "秋雨无声雁影孤"] * 3, tmp_path / "spm")
+    model = CoupletTransformer(ModelConfig(vocab_size=len(vocab), d_model=32, n_heads=2, d_ff=64))
+    ev = {"full": {"pairs": 2, "bleu1": 20.0, "bleu2": 11.0, "bleu4": 3.1, "perplexity": 59.0}}
+    bundle = export_bundle(tmp_path / "bundle", model, vocab, eval_result=ev, step=7, preset="tiny")
+    train = tmp_path / "train"
+    train.mkdir()
+    (train / "train_log.csv").write_text("step,epoch,minutes,pairs_seen\n7,0,1.5,700\n")
+    report = tmp_path / "report.json"
+    report.write_text(json.dumps({"split": {"train": 123, "test": 2}, "vocab": {"size": 20}}))
+    assert main([str(bundle), "--train-dir", str(train), "--report", str(report), "--hardware", "a CPU"]) == 0
+    card = (bundle / "MODEL_CARD.md").read_text()
+    assert "AGPL-3.0" in card and "a CPU" in card
+    assert "| BLEU-4 | 3.1 |" in card
+    assert "| BLEU-2, full test set | 11 | ≥ 10 | reached |" in card
+    assert "steps: 7; wall time: 1.5 min; pairs seen: 700" in card
+    assert "123 training pairs" in card
+
+
+def test_card_without_bundle_is_an_error(tmp_path, capsys):
+    assert main([str(tmp_path)]) == 2
+    assert "no model bundle" in capsys.readouterr().err
