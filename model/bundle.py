@@ -76,6 +76,7 @@ def export_bundle(
     out = Path(out_dir)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    os.chmod(tmp, 0o755)  # mkdtemp makes it 0700
     try:
         ckpt = make_checkpoint(model, vocab, step=step, best_valid=best_valid, half=True, **meta)
         atomic_save(ckpt, tmp / MODEL_FILE)

@@ -55,6 +55,7 @@ def atomic_save(obj: Any, path: str | os.PathLike[str]) -> Path:
             torch.save(obj, f)
             f.flush()
             os.fsync(f.fileno())
+        os.chmod(tmp, 0o644)  # mkstemp makes it 0600: a server running as another user must read it
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
