@@ -95,8 +95,8 @@ def goals(ev: dict[str, Any], size_mb: float, bench: dict[str, Any]) -> list[Goa
         Goal("hard-rule compliance of outputs", rules.get("hard_ok"), 100, True, "%"),
         Goal("lower line ends 平 after 仄", rules.get("tone_end"), 99, True, "%"),
         Goal("bundle size on disk", size_mb, 40, False, " MB"),
-        Goal("decoding latency p50 (10 candidates)", latency.get("p50_ms"), 15, False, " ms"),
-        Goal("decoding latency p99 (10 candidates)", latency.get("p99_ms"), 50, False, " ms"),
+        Goal("decoding latency p50 (10 candidates)", latency.get("latency_p50_ms"), 15, False, " ms"),
+        Goal("decoding latency p99 (10 candidates)", latency.get("latency_p99_ms"), 50, False, " ms"),
     ]
 
 

@@ -14,7 +14,10 @@ def test_goal_verdicts():
 
 def test_goals_read_eval_figures():
     ev = {"full": {"perplexity": 70.0, "bleu4": 3.5, "bleu2": 9.0, "rules_model": {"hard_ok": 100.0}}}
-    verdicts = {g.name: g.verdict() for g in goals(ev, 12.0, {"decode": {"p50_ms": 10.0, "p99_ms": 60.0}})}
+    verdicts = {
+        g.name: g.verdict()
+        for g in goals(ev, 12.0, {"decode": {"latency_p50_ms": 10.0, "latency_p99_ms": 60.0}})
+    }
     assert verdicts["BLEU-4, full test set"] == "reached"
     assert verdicts["test perplexity (full test set)"].startswith("not reached")
     assert verdicts["hard-rule compliance of outputs"] == "reached"
