@@ -200,13 +200,34 @@ def _read_checkpoint_meta(bundle: Path) -> dict[str, Any]:
     """Config, step and parameter count from the checkpoint, without building the model."""
     import torch
 
+    from model.checkpoint import load_model
+
     path = bundle / "model.pt"
     if not path.is_file():
         return {}
     ckpt = torch.load(path, map_location="cpu", weights_only=True)
     meta = {k: v for k, v in ckpt.items() if k not in ("state_dict", "vocab", "optimizer")}
-    meta["n_params"] = sum(t.numel() for t in ckpt.get("state_dict", {}).values())
+    model, _, _ = load_model(path)  # the state dict repeats tied weights: count the module's own
+    meta["n_params"] = model.num_parameters()
     return meta
+
+
+def hardware_description() -> str:
+    import os
+
+    import torch
+
+    if torch.cuda.is_available():
+        return f"{torch.cuda.device_count()} x {torch.cuda.get_device_name(0)}"
+    return f"CPU, {os.cpu_count()} cores, {torch.get_num_threads()} threads"
+
+
+def write_card(bundle: Path, train_dir: Path | None, report: Path, bench: Path | None = None) -> Path:
+    """Render the card into ``bundle/MODEL_CARD.md`` (``make train`` calls this after export)."""
+    card = render(bundle, train_dir, _read_json(report), _read_json(bench), hardware_description())
+    path = bundle / "MODEL_CARD.md"
+    path.write_text(card, encoding="utf-8")
+    return path
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:

@@ -29,6 +29,7 @@ from data.paths import corpus_dir, data_dir, default_model_dir, work_dir
 from data.vocab import Vocab
 from model.batching import Batch, bucket_batches, collate
 from model.bundle import export_bundle, install_bundle
+from model.card import write_card
 from model.checkpoint import load_model, save
 from model.greedy import greedy
 from model.scoring import mean_nll
@@ -283,26 +284,6 @@ def sensitive_hashes() -> np.ndarray | None:
     return np.asarray(hash_words(words), dtype=np.uint64)
 
 
-def model_card(preset: str, model: CoupletTransformer, meta: dict[str, Any], ev: dict[str, Any]) -> str:
-    lines = [
-        f"# Couplet model ({preset} preset)",
-        "",
-        "Character-level Transformer encoder-decoder that writes the lower line (下联) of a Chinese couplet.",
-        "Trained on the wb14123 couplet corpus (AGPL-3.0); the model carries that license.",
-        "",
-        f"- parameters: {model.num_parameters():,}",
-        f"- config: `{json.dumps(model.cfg.to_dict())}`",
-        f"- training steps: {meta.get('step')}, best validation NLL/char: {meta.get('best_valid')}",
-        "",
-        "## Evaluation",
-        "",
-        "```json",
-        json.dumps(ev.get("summary", ev), ensure_ascii=False, indent=1),
-        "```",
-    ]
-    return "\n".join(lines) + "\n"
-
-
 def finish(
     args: argparse.Namespace, out: Path, folder: Path, train: PairData, preset: dict[str, Any]
 ) -> None:
@@ -329,13 +310,13 @@ def finish(
         vocab,
         train_uppers=(u for u, _ in train.pairs),
         sensitive_hashes=sensitive_hashes(),
-        model_card=model_card(args.preset, model, meta, ev),
         data_card=data_card.read_text("utf-8") if data_card.exists() else "",
         eval_result=ev,
         step=meta.get("step", 0),
         best_valid=meta.get("best_valid"),
         preset=args.preset,
     )
+    write_card(bundle, out, folder / "report.json")
     print(f"bundle written to {bundle} ({sum(p.stat().st_size for p in bundle.iterdir()) / 2**20:.1f} MiB)")
     if args.ship:
         print(f"shipped to {install_bundle(bundle, default_model_dir())}")

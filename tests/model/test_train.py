@@ -62,6 +62,7 @@ def test_tiny_model_memorises_50_pairs_and_exports_a_bundle(tmp_path: Path, data
     assert bundle.in_training_data(pairs[3][0]) and not bundle.in_training_data("无此上联")
     assert bundle.eval["full"]["pairs"] == 20 and bundle.eval["full"]["bleu1"] > 50
     assert bundle.eval["full"]["perplexity"] < 2.0
+    assert "| BLEU-1 |" in bundle.model_card and "## Goals" in bundle.model_card
 
 
 def final_state(out: Path) -> dict[str, torch.Tensor]:
