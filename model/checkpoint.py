@@ -30,10 +30,15 @@ def make_checkpoint(
     **training_state: Any,
 ) -> dict[str, Any]:
     """The checkpoint dict; ``half`` stores floating weights as fp16 (for shipping)."""
-    state = {
-        k: (v.half() if half and v.is_floating_point() else v).detach().cpu()
-        for k, v in model.state_dict().items()
-    }
+    # Tied weights appear under several keys; convert each tensor once so that torch.save
+    # keeps them as one storage (converting per key stored the embedding three times).
+    converted: dict[tuple[int, tuple[int, ...], torch.dtype], torch.Tensor] = {}
+    state = {}
+    for k, v in model.state_dict().items():
+        key = (v.data_ptr(), tuple(v.shape), v.dtype)
+        if key not in converted:
+            converted[key] = (v.half() if half and v.is_floating_point() else v).detach().cpu()
+        state[k] = converted[key]
     return {
         "format_version": FORMAT_VERSION,
         "model_config": model.cfg.to_dict(),

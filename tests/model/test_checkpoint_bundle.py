@@ -77,3 +77,13 @@ def test_bundle_round_trip(tmp_path, vocab: Vocab, pairs) -> None:
 def test_load_bundle_missing(tmp_path) -> None:
     with pytest.raises(FileNotFoundError, match="make train"):
         load_bundle(tmp_path)
+
+
+def test_half_checkpoint_stores_tied_weights_once(vocab: Vocab) -> None:
+    from model.checkpoint import make_checkpoint
+
+    model = CoupletTransformer(ModelConfig(vocab_size=len(vocab), d_model=32, n_heads=2, d_ff=64))
+    state = make_checkpoint(model, vocab, half=True)["state_dict"]
+    tied = [v for k, v in state.items() if v.shape == model.embed.weight.shape]
+    assert len(tied) >= 2 and all(t.dtype == torch.float16 for t in tied)
+    assert len({t.data_ptr() for t in tied}) == 1
