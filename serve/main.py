@@ -13,6 +13,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from fastapi.staticfiles import StaticFiles
 from starlette.concurrency import run_in_threadpool
+from swagger_ui_bundle import swagger_ui_path
 
 from serve.couplets import CoupletService, LoadedModel, extra_filter
 from serve.db import FeedbackStore, make_engine
@@ -58,12 +59,15 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         version="1",
         lifespan=lifespan,
         max_body_size=settings.max_body_bytes,
+        docs_url=None,  # served by the site router from local assets: no CDN, works offline
+        redoc_url=None,
     )
     app.state.settings = settings
     for router in (generate.router, feedback.router, info.router, admin.router):
         app.include_router(router, prefix="/api/v1")
     app.include_router(site.router)
     app.mount("/static", StaticFiles(directory=settings.web_dir), name="static")
+    app.mount("/docs-assets", StaticFiles(directory=swagger_ui_path), name="docs-assets")
     app.add_exception_handler(RequestValidationError, _invalid_request)
     app.add_exception_handler(Exception, _internal_error)
     return app

@@ -71,7 +71,11 @@ def test_health_model_info_docs_and_page(client: TestClient) -> None:
     assert info["version"] == "test-a" and info["eval"] == {"bleu4": 0.5, "perplexity": 123.0}
     assert "测试模型" in info["model_card"] and info["fingerprints"] == len(PAIRS)
     assert info["config"]["d_model"] == 32
-    assert client.get("/docs").status_code == 200
+    docs = client.get("/docs")
+    assert docs.status_code == 200
+    assert "/docs-assets/swagger-ui-bundle.js" in docs.text and "https://" not in docs.text
+    assert client.get("/docs-assets/swagger-ui-bundle.js").status_code == 200
+    assert client.get("/docs-assets/swagger-ui.css").status_code == 200
     page = client.get("/")
     assert page.status_code == 200 and "上联" in page.text
     assert "http://" not in page.text and "https://" not in page.text  # no CDN
