@@ -42,7 +42,7 @@ bench: $(PY) ## benchmarks: data stage, decoding latency, server load, crawler
 sysdeps:
 	@bash scripts/sysdeps.sh
 
-test: $(PY) sysdeps ## run the test suite (installs Redis, Chromium, wrk if missing)
+test: $(PY) sysdeps ## run the test suite (installs Redis, PostgreSQL, Chromium, wrk if missing)
 	$(PY) -m pytest $(TEST_ARGS)
 
 lint: $(PY) ## ruff and mypy

@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# Debian packages the tests and benchmarks use: Redis (distributed crawl), Chromium (web page
-# test), wrk (load test). Installs only what is missing; needs root (or sudo) to install.
+# Debian packages the tests and benchmarks use: Redis (distributed crawl), PostgreSQL (shared
+# feedback store), Chromium (web page test), wrk (load test). Installs only what is missing;
+# needs root (or sudo) to install.
 set -euo pipefail
 need=()
 command -v redis-server >/dev/null || need+=(redis-server)
+compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null || command -v initdb >/dev/null || need+=(postgresql)
 [ -x /usr/bin/chromium ] || need+=(chromium)
 [ -x /usr/bin/chromedriver ] || need+=(chromium-driver)
 command -v wrk >/dev/null || need+=(wrk)

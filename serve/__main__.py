@@ -7,8 +7,10 @@ import logging
 import sys
 from pathlib import Path
 
+from pydantic import ValidationError
+
 from model.bundle import MODEL_FILE
-from serve.settings import Settings
+from serve.settings import Settings, settings_problems
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -17,12 +19,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--port", type=int, default=8000)
     parser.add_argument("--model", type=Path, help="model bundle folder (default models/default)")
     parser.add_argument(
-        "--database-url", help="SQLAlchemy URL of the feedback store (default work/feedback.db)"
+        "--database-url",
+        help="SQLAlchemy URL of the feedback store: sqlite:///PATH (default work/feedback.db) or "
+        "postgresql://user:password@host:port/database",
     )
     parser.add_argument("--log-level", default="info")
     args = parser.parse_args(argv)
     overrides = {"model_dir": args.model, "database_url": args.database_url}
-    settings = Settings(**{k: v for k, v in overrides.items() if v is not None})
+    try:
+        settings = Settings(**{k: v for k, v in overrides.items() if v is not None})
+    except ValidationError as e:
+        print(settings_problems(e), file=sys.stderr)
+        return 2
     if not (settings.model_dir / MODEL_FILE).is_file():
         print(
             f"no model bundle at {settings.model_dir} (missing {MODEL_FILE}).\n"

@@ -1,4 +1,5 @@
-"""The feedback store: SQLAlchemy, an SQLite file in WAL mode by default, any SQLAlchemy URL works."""
+"""The feedback store through SQLAlchemy: an SQLite file in WAL mode by default, a PostgreSQL
+server (``postgresql://user:password@host/db``, psycopg 3) when several servers share one store."""
 
 from __future__ import annotations
 
@@ -8,8 +9,9 @@ from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import DateTime, Integer, String, create_engine, event
-from sqlalchemy.engine import Engine, make_url
+from sqlalchemy import DateTime, Integer, String, create_engine, event, func, select
+from sqlalchemy.engine import URL, Engine, make_url
+from sqlalchemy.exc import ArgumentError, NoSuchModuleError
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, sessionmaker
 
 
@@ -43,20 +45,56 @@ def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
     cur.close()
 
 
+def store_url(url: str) -> URL:
+    """``url`` parsed and checked. Plain ``postgresql://`` (or ``postgres://``) URLs get the
+    psycopg (v3) driver this project installs, not SQLAlchemy's default psycopg2.
+    ValueError says what is wrong, without echoing the URL (it may hold a password)."""
+    try:
+        parsed = make_url(url)
+    except ArgumentError:
+        raise ValueError(
+            "the feedback database URL is not an SQLAlchemy URL; examples: "
+            "sqlite:///work/feedback.db, postgresql://user:password@host:5432/duilian"
+        ) from None
+    if parsed.drivername in ("postgresql", "postgres"):
+        parsed = parsed.set(drivername="postgresql+psycopg")
+    try:
+        parsed.get_dialect()
+    except NoSuchModuleError:
+        raise ValueError(
+            f"the feedback database URL names an unknown database {parsed.drivername!r}; "
+            "use sqlite:///PATH or postgresql://user:password@host:port/database"
+        ) from None
+    return parsed
+
+
 def make_engine(url: str) -> Engine:
     """Engine for ``url``; for an SQLite file, its folder is created and WAL switched on."""
-    parsed = make_url(url)
+    parsed = store_url(url)
     if parsed.get_backend_name() != "sqlite":
-        return create_engine(url, pool_pre_ping=True)
+        # A server's sync endpoints run on up to 40 threads; 16 connections serve them (an
+        # insert is short), so several servers stay well under PostgreSQL's 100 connections.
+        return create_engine(parsed, pool_size=8, max_overflow=8, pool_timeout=60, pool_pre_ping=True)
     if parsed.database and parsed.database != ":memory:":
         Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
-    engine = create_engine(url, pool_size=8, max_overflow=32, pool_timeout=60)
+    engine = create_engine(parsed, pool_size=8, max_overflow=32, pool_timeout=60)
     event.listen(engine, "connect", _sqlite_pragmas)
     return engine
 
 
+SCHEMA_LOCK = 0x6475696C69616E  # "duilian": PostgreSQL advisory lock held while creating the table
+
+
 def init_db(engine: Engine) -> sessionmaker:
-    Base.metadata.create_all(engine)
+    """Creates the table where missing and returns the session factory. Several servers may
+    start at once on one store: the check and the CREATE run under a lock of the database's
+    own, or all but the first would fail with "already exists"."""
+    with engine.begin() as conn:
+        if conn.dialect.name == "postgresql":
+            conn.execute(select(func.pg_advisory_xact_lock(SCHEMA_LOCK)))
+        elif conn.dialect.name == "sqlite":
+            conn.exec_driver_sql("BEGIN IMMEDIATE")  # the write lock, before the check
+        Base.metadata.create_all(conn)
     return sessionmaker(engine, expire_on_commit=False)
 
 

@@ -13,13 +13,14 @@ import sys
 import tempfile
 from pathlib import Path
 
+from pydantic import ValidationError
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from data.paths import work_dir
 from model.rules import check
 from serve.db import Feedback, init_db, make_engine
-from serve.settings import Settings
+from serve.settings import Settings, settings_problems
 
 
 def default_output() -> Path:
@@ -52,12 +53,19 @@ def write_tsv(pairs: list[tuple[str, str]], out: Path) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m serve.export_feedback", description=__doc__)
-    parser.add_argument("--database-url", help="default: the service's setting (work/feedback.db)")
+    parser.add_argument(
+        "--database-url", help="sqlite:///PATH or postgresql://...; default: the service's setting"
+    )
     parser.add_argument("--out", type=Path, default=None, help="default work/feedback/accepted.tsv")
     args = parser.parse_args(argv)
-    url = args.database_url or Settings().database_url
     out = args.out or default_output()
-    engine = make_engine(url)
+    try:
+        url = Settings().database_url if args.database_url is None else args.database_url
+        engine = make_engine(url)
+    except ValidationError as e:
+        parser.error(settings_problems(e))
+    except ValueError as e:
+        parser.error(str(e))
     with init_db(engine)() as session:
         pairs = accepted_pairs(session)
     engine.dispose()

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import Field
+from pydantic import Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from data.paths import ROOT, data_dir, default_model_dir, work_dir
+from serve.db import store_url
 
 
 def _default_database_url() -> str:
@@ -24,7 +25,11 @@ class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="DUILIAN_SERVE_", protected_namespaces=())
 
     model_dir: Path = Field(default_factory=default_model_dir, description="the model bundle to serve")
-    database_url: str = Field(default_factory=_default_database_url, description="SQLAlchemy URL of feedback")
+    database_url: str = Field(
+        default_factory=_default_database_url,
+        description="SQLAlchemy URL of the feedback store: sqlite:///PATH (default work/feedback.db), or "
+        "postgresql://user:password@host:port/database when several servers share one store",
+    )
     known_pairs: Path | None = Field(
         default_factory=_default_known_pairs,
         description="upper<TAB>lower training pairs (plain or .gz) giving the known lower lines; None: off",
@@ -60,3 +65,14 @@ class Settings(BaseSettings):
     admin_token: str | None = Field(
         default=None, description="token for POST /api/v1/admin/reload; None: disabled"
     )
+
+    @field_validator("database_url")
+    @classmethod
+    def _known_database(cls, url: str) -> str:
+        store_url(url)  # ValueError: a clear message at start-up, not a trace at the first post
+        return url
+
+
+def settings_problems(error: ValidationError) -> str:
+    """One line per bad setting, without the value given (a database URL may hold a password)."""
+    return "\n".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in error.errors())

@@ -1,4 +1,5 @@
-"""Fixtures for the service: tiny real model bundles, settings, a TestClient, a live uvicorn server.
+"""Fixtures for the service: tiny real model bundles, settings, a TestClient, a live uvicorn server,
+the feedback store in an SQLite file or in a real PostgreSQL server.
 
 The bundles hold a randomly initialised tiny CoupletTransformer and a vocabulary trained
 on the hand-written pairs below (our own lines, not corpus text).
@@ -24,6 +25,7 @@ from model.bundle import export_bundle
 from model.transformer import CoupletTransformer, ModelConfig
 from serve.main import create_app
 from serve.settings import Settings
+from tests.serve.postgres import LocalPostgres, postgres_bindir
 
 PAIRS = [
     ("春风得意", "秋月生辉"),
@@ -134,11 +136,37 @@ def known_pairs(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
+@pytest.fixture(scope="session")
+def postgres() -> Iterator[LocalPostgres]:
+    """One PostgreSQL cluster for the session; each test takes a fresh database of it."""
+    if postgres_bindir() is None:
+        pytest.skip("PostgreSQL missing: no initdb/postgres (bash scripts/sysdeps.sh installs it)")
+    with LocalPostgres() as server:
+        yield server
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
+def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """The feedback store's URL, once an SQLite file and once an empty PostgreSQL database."""
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'feedback.db'}"
+        return
+    server: LocalPostgres = request.getfixturevalue("postgres")
+    with server.database() as url:
+        yield url
+
+
 @pytest.fixture
-def settings(tmp_path: Path, bundle_a: Path, known_pairs: Path) -> Settings:
+def database_url(tmp_path: Path) -> str:
+    """SQLite for most tests; the feedback tests override it with ``store_url`` (both stores)."""
+    return f"sqlite:///{tmp_path / 'feedback.db'}"
+
+
+@pytest.fixture
+def settings(tmp_path: Path, bundle_a: Path, known_pairs: Path, database_url: str) -> Settings:
     return Settings(
         model_dir=bundle_a,
-        database_url=f"sqlite:///{tmp_path / 'feedback.db'}",
+        database_url=database_url,
         known_pairs=known_pairs,
         rate_limit_per_minute=0,
         admin_token="test-token",

@@ -1,4 +1,5 @@
-"""Feedback: stored in a real SQLite file (WAL), hundreds of concurrent posts all kept, the export."""
+"""Feedback: stored in a real SQLite file (WAL) and in a real PostgreSQL server, hundreds of
+concurrent posts all kept, the export. Every test here runs once on each store."""
 
 from __future__ import annotations
 
@@ -7,22 +8,29 @@ import sqlite3
 from pathlib import Path
 
 import httpx
+import pytest
 from fastapi.testclient import TestClient
+from sqlalchemy import create_engine, text
 
 from serve.export_feedback import main as export_main
 from serve.settings import Settings
 from tests.serve.conftest import LiveServer
 
 
-def db_file(settings: Settings) -> Path:
-    return Path(settings.database_url.removeprefix("sqlite:///"))
+@pytest.fixture
+def database_url(store_url: str) -> str:
+    return store_url
 
 
 def rows(settings: Settings) -> list[tuple]:
-    with sqlite3.connect(db_file(settings)) as con:
-        return con.execute(
-            "SELECT id, kind, upper, lower, vote, model_version FROM feedback ORDER BY id"
-        ).fetchall()
+    """What the store holds, read back through a connection of its own."""
+    engine = create_engine(settings.database_url)
+    try:
+        with engine.connect() as con:
+            query = text("SELECT id, kind, upper, lower, vote, model_version FROM feedback ORDER BY id")
+            return [tuple(row) for row in con.execute(query)]
+    finally:
+        engine.dispose()
 
 
 def test_vote_and_own_line_are_stored(client: TestClient, settings: Settings) -> None:
@@ -40,8 +48,9 @@ def test_vote_and_own_line_are_stored(client: TestClient, settings: Settings) ->
         (vote_id, "vote", "春风得意", "秋月生辉", 1, "test-a"),
         (own["id"], "own", "春风得意", "春风得意", None, None),
     ]
-    with sqlite3.connect(db_file(settings)) as con:
-        assert con.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    if settings.database_url.startswith("sqlite"):
+        with sqlite3.connect(settings.database_url.removeprefix("sqlite:///")) as con:
+            assert con.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
 
 
 def test_bad_feedback_is_refused(client: TestClient, settings: Settings) -> None:
