@@ -14,9 +14,8 @@ from scrapy.crawler import Crawler
 from scrapy.exceptions import DropItem
 
 from crawler.feeds import appended_feed_paths
+from data.filters import pair_problem
 from data.normalize import Normalizer
-from data.text import is_han, is_punct
-from model.rules import punctuation_mirrored
 
 logger = logging.getLogger(__name__)
 
@@ -33,20 +32,8 @@ def normalise_line(line: str) -> str:
 
 
 def invalid_reason(upper: str, lower: str) -> str | None:
-    """Why a pair is not a couplet, or None when it is one."""
-    if not upper or not lower:
-        return "empty"
-    if len(upper) != len(lower):
-        return "length"
-    if len(upper) > MAX_LINE:
-        return "too_long"
-    if not all(is_han(c) or is_punct(c) for c in upper + lower):
-        return "characters"
-    if not punctuation_mirrored(upper, lower):
-        return "punctuation"
-    if upper == lower:
-        return "identical"
-    return None
+    """Why a pair is not a couplet (the data stage's reasons), or None when it is one."""
+    return pair_problem(upper, lower, min_len=1, max_len=MAX_LINE)
 
 
 class NormalisePipeline:

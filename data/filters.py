@@ -1,9 +1,11 @@
 """Pair filters, each with a counted reason.
 
-``PairFilter.reason`` judges one pair in plain Python (the reference, and what tests and
-callers with a handful of pairs use). ``keep_batch`` gives the same verdicts for a whole
-source at once: every check that looks at each character runs in numpy over the batch
-joined into one array, and Python visits only the lines a check flags.
+``pair_problem`` judges a pair's form (the crawler's validation uses it too);
+``PairFilter.reason`` adds the sensitive words. Both take one pair in plain Python (the
+reference, and what tests and callers with a handful of pairs use). ``keep_batch`` gives
+the same verdicts for a whole source at once: every check that looks at each character
+runs in numpy over the batch joined into one array, and Python visits only the lines a
+check flags.
 """
 
 from __future__ import annotations
@@ -41,6 +43,25 @@ def _punct_table() -> np.ndarray:
     return table
 
 
+def pair_problem(upper: str, lower: str, min_len: int = 2, max_len: int = 32) -> str | None:
+    """Why a pair is not a well-formed couplet (the first failing check, in REASONS order), or
+    None. The data stage's filters and the crawler's validation both judge pairs with it."""
+    n = len(upper)
+    if min(n, len(lower)) < min_len:
+        return "too_short"
+    if max(n, len(lower)) > max_len:
+        return "too_long"
+    if n != len(lower):
+        return "unequal_length"
+    if not all(is_han(ch) or is_punct(ch) for ch in upper + lower):
+        return "foreign_chars"
+    if not punctuation_mirrored(upper, lower):
+        return "punct_not_mirrored"
+    if upper == lower:
+        return "same_lines"
+    return None
+
+
 @dataclass
 class PairFilter:
     """Applies the filters in order and counts, per reason, the pairs dropped."""
@@ -67,22 +88,10 @@ class PairFilter:
 
     def reason(self, upper: str, lower: str) -> str | None:
         """Why the pair is dropped (the first failing check, in REASONS order), or None."""
-        n = len(upper)
-        if min(n, len(lower)) < self.min_len:
-            return "too_short"
-        if max(n, len(lower)) > self.max_len:
-            return "too_long"
-        if n != len(lower):
-            return "unequal_length"
-        if not all(is_han(ch) or is_punct(ch) for ch in upper + lower):
-            return "foreign_chars"
-        if not punctuation_mirrored(upper, lower):
-            return "punct_not_mirrored"
-        if upper == lower:
-            return "same_lines"
-        if self._sensitive_hits(upper, lower):
+        problem = pair_problem(upper, lower, self.min_len, self.max_len)
+        if problem is None and self._sensitive_hits(upper, lower):
             return "sensitive"
-        return None
+        return problem
 
     def keep(self, upper: str, lower: str) -> bool:
         why = self.reason(upper, lower)

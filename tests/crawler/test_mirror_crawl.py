@@ -46,7 +46,7 @@ def test_scrapy_crawl_finds_every_pair_once(name: str, mirror_pairs: list[Pair],
     assert mirror.hits["/robots.txt"] == 1 and not any(p.startswith("/private/") for p in mirror.hits)
     assert {ua for ua in mirror.agents} == {ua for ua in mirror.agents if ua.startswith("duilian-crawler/")}
     assert stats["item_scraped_count"] == len(site.expected[name])
-    assert stats.get("validate/dropped/length", 0) == site.invalid[name]
+    assert stats.get("validate/dropped/unequal_length", 0) == site.invalid[name]
     assert stats["dedup/dropped"] >= 1  # the pair on two pages
     if name == "sina":
         assert stats["robotstxt/forbidden"] == 1

@@ -31,11 +31,11 @@ def item(upper: str, lower: str) -> CoupletItem:
     ("upper", "lower", "reason"),
     [
         ("天增岁月人增寿", "春满乾坤福满门", None),
-        ("", "春", "empty"),
-        ("春风得意", "秋雨", "length"),
-        ("春风，得意", "秋雨绵，绵", "punctuation"),
-        ("春风abc", "秋雨def", "characters"),
-        ("春风", "春风", "identical"),
+        ("", "春", "too_short"),
+        ("春风得意", "秋雨", "unequal_length"),
+        ("春风，得意", "秋雨绵，绵", "punct_not_mirrored"),
+        ("春风abc", "秋雨def", "foreign_chars"),
+        ("春风", "春风", "same_lines"),
         ("春" * 41, "秋" * 41, "too_long"),
     ],
 )
@@ -48,9 +48,9 @@ def test_validate_drops_with_the_reason_counted() -> None:
     pipeline = ValidatePipeline.from_crawler(crawler)
     assert pipeline.process_item(item("竹报平安", "花开富贵"))["upper"] == "竹报平安"
     for _ in range(2):
-        with pytest.raises(DropItem, match="length"):
+        with pytest.raises(DropItem, match="unequal_length"):
             pipeline.process_item(item("春风得意", "秋雨"))
-    assert crawler.stats.get_value("validate/dropped/length") == 2
+    assert crawler.stats.get_value("validate/dropped/unequal_length") == 2
 
 
 def test_normalise_folds_ascii_marks_spaces_and_traditional_script() -> None:
