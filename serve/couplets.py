@@ -25,7 +25,6 @@ from data.sensitive import ALLOW_LIST, SensitiveFilter, read_words
 from model.bundle import MODEL_FILE, Bundle, load_bundle
 from model.decode import MAX_CANDIDATES, ConstraintError, DecodeOptions, Decoder, DecodeResult
 from model.decode import Candidate as DecodeCandidate
-from model.rules import HARD_RULES
 from model.tones import line_tones, mark
 from serve.batching import DecodeBatcher
 from serve.known_lines import KnownLines
@@ -46,8 +45,8 @@ class Query:
 
 
 def report_out(report: dict[str, bool | float | None]) -> RuleReportOut:
-    """A rule report (``RuleReport.as_dict()``) with its hard-rule verdict."""
-    return RuleReportOut(**report, hard_ok=all(report[name] for name in HARD_RULES))  # type: ignore[arg-type]
+    """A rule report (``RuleReport.as_dict()``) as the API gives it, with its hard-rule verdict."""
+    return RuleReportOut(**report)  # type: ignore[arg-type]
 
 
 @functools.lru_cache(maxsize=65536)

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, computed_field
+from pydantic.dataclasses import dataclass as pydantic_dataclass
+
+from model.rules import RuleReport
 
 ToneMode = Literal["modern", "lenient", "classical"]
 
@@ -26,15 +29,15 @@ class GenerateRequest(BaseModel):
     )
 
 
-class RuleReportOut(BaseModel):
-    length: bool
-    punctuation: bool
-    repeats: bool
-    no_reuse: bool
-    tone_end: bool | None
-    rhythm: float | None
-    no_three_level_tail: bool
-    hard_ok: bool
+@pydantic_dataclass(frozen=True)
+class RuleReportOut(RuleReport):
+    """A pair checked against the couplet rules: ``model.rules.RuleReport``'s fields (derived,
+    so the two cannot drift) and its ``hard_ok`` verdict."""
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def hard_ok(self) -> bool:
+        return super().hard_ok
 
 
 class Candidate(BaseModel):
