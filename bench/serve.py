@@ -18,7 +18,6 @@ import json
 import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -28,6 +27,7 @@ from typing import Any
 
 import httpx
 
+from crawler.localredis import free_port, stop_process
 from data.paths import ROOT, corpus_dir, data_dir, default_model_dir
 
 FALLBACK_LINES = [
@@ -66,12 +66,6 @@ def fallback_bundle(out: Path, preset: str = "cpu") -> Path:
     torch.manual_seed(0)
     model = CoupletTransformer(ModelConfig(vocab_size=len(vocab), **shape)).eval()
     return export_bundle(out, model, vocab, version=f"random-{preset}")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def start_server(model: Path, port: int, tmp: Path) -> subprocess.Popen[bytes]:
@@ -316,10 +310,6 @@ def run(args: Any) -> dict[str, object]:
                 wait_idle(url)
                 results.update(saturation_wrk(url, lines[::-1], 5 if quick else 15, 8, tmp))
         finally:
-            proc.terminate()
-            try:
-                proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+            stop_process(proc, timeout=20)
     results["goal_met"] = float(sustained >= 100 and results["reload_failed"] == 0)
     return results

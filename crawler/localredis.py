@@ -1,8 +1,10 @@
-"""A throwaway redis-server on a free loopback port, for tests and benchmarks."""
+"""Local servers for tests and benchmarks: a free loopback port, stopping a server process,
+a throwaway redis-server."""
 
 from __future__ import annotations
 
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
@@ -14,6 +16,16 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+def stop_process(proc: subprocess.Popen[bytes], sig: int = signal.SIGTERM, timeout: float = 5) -> None:
+    """Sends ``sig``; kills the process if it has not ended ``timeout`` seconds later."""
+    proc.send_signal(sig)
+    try:
+        proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
 
 
 class LocalRedis:
@@ -63,12 +75,7 @@ class LocalRedis:
 
     def stop(self) -> None:
         if self.proc is not None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+            stop_process(self.proc)
             self.proc = None
         if self.tmp is not None:
             self.tmp.cleanup()

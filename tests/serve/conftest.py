@@ -18,7 +18,7 @@ import uvicorn
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
-from bench.serve import free_port
+from crawler.localredis import free_port
 from data.sensitive import hash_words
 from data.vocab import Vocab
 from model.bundle import export_bundle

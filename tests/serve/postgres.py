@@ -20,7 +20,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from crawler.localredis import free_port
+from crawler.localredis import free_port, stop_process
 
 USER = "duilian"  # the cluster's superuser (trust authentication, loopback only)
 
@@ -118,12 +118,7 @@ class LocalPostgres:
 
     def stop(self) -> None:
         if self.proc is not None:
-            self.proc.send_signal(signal.SIGINT)  # "fast" shutdown: ends the sessions, then exits
-            try:
-                self.proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+            stop_process(self.proc, signal.SIGINT, timeout=15)  # "fast" shutdown: ends the sessions
             self.proc = None
         if self.tmp is not None:
             shutil.rmtree(self.tmp, ignore_errors=True)
