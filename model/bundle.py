@@ -3,6 +3,7 @@
 Layout of a bundle folder::
 
     model.pt          checkpoint with fp16 weights, no optimizer state
+    proposer.pt       optional: an encoder-only proposer (model/tagger.py), fp16, same vocabulary
     fingerprints.npy  sorted uint64 fingerprints of the normalised training upper lines
     sensitive.npy     hashed sensitive words (``data.sensitive.hash_words``)
     MODEL_CARD.md, DATA_CARD.md, eval.json
@@ -23,18 +24,19 @@ import numpy as np
 import torch
 
 from data.vocab import Vocab
-from model.checkpoint import atomic_save, load_model, make_checkpoint
+from model.checkpoint import CoupletModel, atomic_save, load_model, make_checkpoint
 from model.fingerprint import FingerprintIndex
-from model.transformer import CoupletTransformer
+from model.tagger import CoupletTagger
 
 MODEL_FILE, FINGERPRINTS_FILE, SENSITIVE_FILE = "model.pt", "fingerprints.npy", "sensitive.npy"
+PROPOSER_FILE = "proposer.pt"
 MODEL_CARD, DATA_CARD, EVAL_FILE = "MODEL_CARD.md", "DATA_CARD.md", "eval.json"
 
 
 @dataclass
 class Bundle:
     path: Path
-    model: CoupletTransformer
+    model: CoupletModel
     vocab: Vocab
     meta: dict[str, Any]
     fingerprints: FingerprintIndex
@@ -42,6 +44,7 @@ class Bundle:
     model_card: str = ""
     data_card: str = ""
     eval: dict[str, Any] = field(default_factory=dict)
+    proposer: CoupletTagger | None = None
 
     def in_training_data(self, upper: str) -> bool:
         return self.fingerprints.contains(upper)
@@ -60,9 +63,10 @@ def _save_npy(path: Path, arr: np.ndarray) -> None:
 
 def export_bundle(
     out_dir: str | os.PathLike[str],
-    model: CoupletTransformer,
+    model: CoupletModel,
     vocab: Vocab,
     *,
+    proposer: CoupletTagger | None = None,
     train_uppers: Iterable[str] = (),
     sensitive_hashes: np.ndarray | None = None,
     model_card: str = "",
@@ -80,6 +84,8 @@ def export_bundle(
     try:
         ckpt = make_checkpoint(model, vocab, step=step, best_valid=best_valid, half=True, **meta)
         atomic_save(ckpt, tmp / MODEL_FILE)
+        if proposer is not None:
+            atomic_save(make_checkpoint(proposer, vocab, half=True), tmp / PROPOSER_FILE)
         FingerprintIndex.from_lines(train_uppers).save(tmp / FINGERPRINTS_FILE)
         hashes = np.zeros(0, np.uint64) if sensitive_hashes is None else np.asarray(sensitive_hashes)
         _save_npy(tmp / SENSITIVE_FILE, hashes)
@@ -130,5 +136,25 @@ def load_bundle(path: str | os.PathLike[str], dtype: torch.dtype = torch.float32
     sens = np.load(sens_path, allow_pickle=False) if sens_path.exists() else np.zeros(0, np.uint64)
     ev = json.loads(_read_text(root / EVAL_FILE) or "{}")
     return Bundle(
-        root, model, vocab, meta, fps, sens, _read_text(root / MODEL_CARD), _read_text(root / DATA_CARD), ev
+        root,
+        model,
+        vocab,
+        meta,
+        fps,
+        sens,
+        _read_text(root / MODEL_CARD),
+        _read_text(root / DATA_CARD),
+        ev,
+        _load_proposer(root / PROPOSER_FILE, vocab, dtype),
     )
+
+
+def _load_proposer(path: Path, vocab: Vocab, dtype: torch.dtype) -> CoupletTagger | None:
+    if not path.is_file():
+        return None
+    model, its_vocab, _ = load_model(path, dtype)
+    if not isinstance(model, CoupletTagger):
+        raise ValueError(f"{path}: a proposer must be an encoder-only tagger, not {type(model).__name__}")
+    if its_vocab.to_bytes() != vocab.to_bytes():
+        raise ValueError(f"{path}: the proposer's vocabulary differs from the model's")
+    return model

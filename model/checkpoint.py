@@ -16,13 +16,27 @@ from typing import Any
 import torch
 
 from data.vocab import Vocab
+from model.tagger import CoupletTagger
 from model.transformer import CoupletTransformer, ModelConfig
 
 FORMAT_VERSION = 1
 
+CoupletModel = CoupletTransformer | CoupletTagger
+KINDS: dict[str, type[CoupletTransformer] | type[CoupletTagger]] = {
+    "seq2seq": CoupletTransformer,
+    "tagger": CoupletTagger,
+}
+
+
+def build_model(cfg: ModelConfig) -> CoupletModel:
+    """The model of ``cfg.kind``: the encoder-decoder or the encoder-only tagger."""
+    if cfg.kind not in KINDS:
+        raise ValueError(f"unknown model kind {cfg.kind!r} (choose from {', '.join(KINDS)})")
+    return KINDS[cfg.kind](cfg)
+
 
 def make_checkpoint(
-    model: CoupletTransformer,
+    model: CoupletModel,
     vocab: Vocab,
     step: int = 0,
     best_valid: float | None = None,
@@ -68,7 +82,7 @@ def atomic_save(obj: Any, path: str | os.PathLike[str]) -> Path:
     return path
 
 
-def save(path: str | os.PathLike[str], model: CoupletTransformer, vocab: Vocab, **kwargs: Any) -> Path:
+def save(path: str | os.PathLike[str], model: CoupletModel, vocab: Vocab, **kwargs: Any) -> Path:
     return atomic_save(make_checkpoint(model, vocab, **kwargs), path)
 
 
@@ -80,8 +94,8 @@ def load_checkpoint(path: str | os.PathLike[str]) -> dict[str, Any]:
     return ckpt
 
 
-def model_from_checkpoint(ckpt: dict[str, Any], dtype: torch.dtype = torch.float32) -> CoupletTransformer:
-    model = CoupletTransformer(ModelConfig.from_dict(ckpt["model_config"]))
+def model_from_checkpoint(ckpt: dict[str, Any], dtype: torch.dtype = torch.float32) -> CoupletModel:
+    model = build_model(ModelConfig.from_dict(ckpt["model_config"]))
     state = {k: (v.to(dtype) if v.is_floating_point() else v) for k, v in ckpt["state_dict"].items()}
     model.load_state_dict(state)
     return model.to(dtype)
@@ -89,7 +103,7 @@ def model_from_checkpoint(ckpt: dict[str, Any], dtype: torch.dtype = torch.float
 
 def load_model(
     path: str | os.PathLike[str], dtype: torch.dtype = torch.float32
-) -> tuple[CoupletTransformer, Vocab, dict[str, Any]]:
+) -> tuple[CoupletModel, Vocab, dict[str, Any]]:
     """(model in eval mode, its vocabulary, the rest of the checkpoint without weights or state)."""
     ckpt = load_checkpoint(path)
     model = model_from_checkpoint(ckpt, dtype).eval()

@@ -17,7 +17,7 @@ import copy
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import cast
+from typing import Any, Protocol, TypeVar, cast
 
 import torch
 import torch.nn.functional as F
@@ -46,8 +46,9 @@ from model.rules import (
     rhythm_share,
     tone_end_ok,
 )
+from model.tagger import CoupletTagger
 from model.tones import Tone, line_tones, mark
-from model.transformer import CoupletTransformer, DecoderCache, LayerCache
+from model.transformer import EOS_ID, CoupletTransformer, DecoderCache, LayerCache
 
 MAX_CANDIDATES = 20
 
@@ -70,6 +71,8 @@ class DecodeOptions:
     rhythm_weight: float = 1.0  # cost of an unopposed tone at a rhythm position
     three_level_weight: float = 1.0  # cost of a level tone that makes a 三平尾
     score_end: bool = False  # one more model step for log P(end of sequence) after the line
+    proposals: int = 20  # with a proposer: how many candidates its search hands to the rescoring
+    proposer_weight: float = 0.0  # with a proposer: weight of its log-probability in the final score
 
     @property
     def beam(self) -> int:
@@ -92,9 +95,22 @@ class DecodeResult:
     probably_reversed: bool = False  # the upper ends level: the pair is probably the other way
 
 
+class StepModel(Protocol):
+    """What the beam search needs of a model: the encoder-decoder's KV-cached steps, or
+    the tagger's lattice (model/tagger.py)."""
+
+    def encode(self, src: Tensor) -> Tensor: ...
+
+    def new_cache(self, memory: Tensor, src: Tensor) -> Any: ...
+
+    def step(self, cache: Any, prev: Tensor, pos: int) -> Tensor: ...
+
+    def reorder_cache(self, cache: Any, index: Tensor) -> Any: ...
+
+
 @torch.inference_mode()
 def beam_search(
-    model: CoupletTransformer,
+    model: StepModel,
     src: Tensor,
     table: Tensor,
     step_rules: Sequence[object],
@@ -116,9 +132,11 @@ def beam_search(
     logp_sum = torch.zeros(n)  # (B,)
     tokens = torch.empty(n, 0, dtype=torch.long)  # (B, pos)
     banked = next((r for r in step_rules if isinstance(r, RequiredChars)), None)
+    normalised = getattr(model, "steps_are_log_probs", False)  # the tagger's lattice is
     for pos in range(steps):
         row = torch.arange(n).repeat_interleave(width)  # (B,) the request of each row
-        logp = F.log_softmax(model.step(cache, prev, pos).float(), dim=-1)  # (B, V)
+        logp = model.step(cache, prev, pos).float()  # (B, V)
+        logp = logp if normalised else F.log_softmax(logp, dim=-1)
         scores = (logp.view(n, width, v) + table[:, None, pos]).view(n * width, v)
         for rule in step_rules:
             scores = rule(scores, Step(pos, tokens, row))  # type: ignore[operator]
@@ -163,17 +181,62 @@ def allocate(total: Tensor, bank: Tensor, k: int, n_banks: int) -> tuple[Tensor,
     return total.gather(1, flat), flat
 
 
-def quantized(model: CoupletTransformer) -> CoupletTransformer:
+@torch.inference_mode()
+def rescore(model: CoupletTransformer, src: Tensor, tokens: Tensor, score_end: bool = False) -> Tensor:
+    """Summed log-probabilities under the encoder-decoder of candidate lines: src (N, S),
+    tokens (N, K, L) -> (N, K); one teacher-forced pass for all N*K candidates (with
+    ``score_end``, the end of sequence after the line counts too).
+
+    Candidates from one beam share prefixes, and a position's distribution depends only
+    on the prefix before it, so the output layer (the costly part) runs once per distinct
+    prefix."""
+    n, k, length = tokens.shape
+    rows = tokens.reshape(n * k, length)
+    target = torch.cat([rows, torch.full((n * k, 1), EOS_ID)], 1) if score_end else rows
+    tgt_in = torch.cat([torch.full((n * k, 1), BOS_ID), target[:, :-1]], 1)  # (NK, T)
+    memory = model.encode(src).repeat_interleave(k, 0)  # (NK, S, d): the encoder runs once per line
+    states = model.decode_states(memory, src.repeat_interleave(k, 0), tgt_in).flatten(0, 1)  # (NK*T, d)
+    which, firsts = _distinct_prefixes(tgt_in.tolist(), k)
+    logits = model.logits(states[firsts]).float()  # (U, V)
+    norm = torch.logsumexp(logits, dim=-1)  # (U,)
+    which_t = torch.tensor(which)
+    picked = logits[which_t, target.flatten()] - norm[which_t]  # (NK*T,)
+    return picked.view(n, k, -1).sum(2)
+
+
+def _distinct_prefixes(rows: list[list[int]], per_request: int) -> tuple[list[int], list[int]]:
+    """For each cell (i, t) of ``rows`` (NK, T), flattened: the number of its distinct
+    (request, rows[i][: t + 1]) prefix, and for each number the first cell holding it."""
+    ids: dict[tuple[int, int], int] = {}
+    which: list[int] = []
+    firsts: list[int] = []
+    width = len(rows[0]) if rows else 0
+    for i, row in enumerate(rows):
+        node = -1 - i // per_request  # the empty prefix of this row's request
+        for t, tok in enumerate(row):
+            key = (node, tok)
+            node = ids.get(key, -1)
+            if node < 0:
+                node = ids[key] = len(firsts)
+                firsts.append(i * width + t)
+            which.append(node)
+    return which, firsts
+
+
+M = TypeVar("M", bound=nn.Module)
+
+
+def quantized(model: M) -> M:
     """A copy of ``model`` with int8 dynamically quantised linear layers, for the CPU."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # torch.ao.quantization is deprecated but kept in 2.13
         q = torch.ao.quantization.quantize_dynamic(
             copy.deepcopy(model).eval(), {nn.Linear}, dtype=torch.qint8
         )
-    return cast(CoupletTransformer, q)
+    return cast(M, q)
 
 
-def _fit_cache(cache: DecoderCache, steps: int) -> DecoderCache:
+def _fit_cache(cache: Any, steps: int) -> Any:
     """Cut the self-attention buffers (allocated for the model's longest line) to the
     ``steps`` positions this search writes, so that reordering beams copies only those."""
     if not isinstance(cache, DecoderCache):
@@ -183,7 +246,7 @@ def _fit_cache(cache: DecoderCache, steps: int) -> DecoderCache:
     return DecoderCache(layers, cache.mem_mask, aligned)
 
 
-def _reorder_beams(model: CoupletTransformer, cache: DecoderCache, parent: Tensor) -> DecoderCache:
+def _reorder_beams(model: StepModel, cache: Any, parent: Tensor) -> Any:
     """``model.reorder_cache`` for beams that stay within their request: the rows of one
     request share the cross-attention keys, so only the self-attention cache moves."""
     if not isinstance(cache, DecoderCache):
@@ -197,10 +260,22 @@ def _reorder_beams(model: CoupletTransformer, cache: DecoderCache, parent: Tenso
 class Decoder:
     """Lower lines for upper lines from a CoupletTransformer, under the couplet rules."""
 
-    def __init__(self, model: CoupletTransformer, vocab: Vocab, int8: bool = False) -> None:
-        """``int8``: decode with a copy of the model whose linear layers run in int8
-        (dynamic quantisation: 1.2-1.7x faster steps on a CPU, logits within ~0.1)."""
+    def __init__(
+        self,
+        model: CoupletTransformer | CoupletTagger,
+        vocab: Vocab,
+        int8: bool = False,
+        proposer: CoupletTagger | None = None,
+    ) -> None:
+        """``int8``: decode with copies of the models whose linear layers run in int8
+        (dynamic quantisation: 1.2-1.7x faster steps on a CPU, logits within ~0.1).
+        ``proposer``: an encoder-only model whose one-pass distributions the rule-bound
+        search runs over (no decoder steps); ``model`` then rescores its ``proposals``
+        best lines in one teacher-forced pass, and that decides the order."""
+        if proposer is not None and not isinstance(model, CoupletTransformer):
+            raise ValueError("a proposer's candidates are rescored by an encoder-decoder model")
         self.model = quantized(model) if int8 else model.eval()
+        self.proposer = None if proposer is None else quantized(proposer) if int8 else proposer.eval()
         self.vocab = vocab
         size = model.cfg.vocab_size
         if size < len(vocab):
@@ -256,11 +331,30 @@ class Decoder:
         length = plans[0].length
         table = fuse(position, len(plans), length, self.tables.size)  # (N, L+1, V)
         src = torch.tensor([self.vocab.encode(p.upper) for p in plans])  # (N, L)
-        tokens, search, logp = beam_search(self.model, src, table, stepwise, options.beam, options.score_end)
+        if self.proposer is None:
+            beam = options.beam
+            tokens, search, logp = beam_search(self.model, src, table, stepwise, beam, options.score_end)
+        else:
+            beam = max(options.beam, options.proposals)
+            tokens, search, logp = beam_search(self.proposer, src, table, stepwise, beam, options.score_end)
+            tokens, search, logp = self._rescore(src, tokens, search, logp, options)
         per_token = logp / (length + int(options.score_end))
         return [
             self._result(plan, tokens[n], search[n], per_token[n], options) for n, plan in enumerate(plans)
         ]
+
+    def _rescore(
+        self, src: Tensor, tokens: Tensor, search: Tensor, logp: Tensor, options: DecodeOptions
+    ) -> tuple[Tensor, Tensor, Tensor]:
+        """The proposer's candidates re-ranked by the encoder-decoder's log-probability plus
+        the search's preferences (and ``proposer_weight`` times the proposer's log-probability)
+        -> tokens, search scores, model log-probs, best first per request."""
+        ar = rescore(cast(CoupletTransformer, self.model), src, tokens, options.score_end)  # (N, K)
+        live = torch.isfinite(search)
+        preferences = torch.where(live, search - logp, NEG_INF)  # (N, K) 0 or the penalties
+        final = torch.where(live, ar + preferences + options.proposer_weight * logp, NEG_INF)
+        final, order = final.sort(dim=1, descending=True)
+        return tokens.gather(1, order[:, :, None].expand_as(tokens)), final, ar.gather(1, order)
 
     def _result(
         self, plan: Plan, tokens: Tensor, search: Tensor, score: Tensor, options: DecodeOptions

@@ -16,7 +16,7 @@ import sys
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from sacrebleu.metrics import BLEU
@@ -26,7 +26,9 @@ from data.vocab import Vocab
 from model.greedy import greedy
 from model.rules import HARD_RULES, check
 from model.scoring import mean_nll
-from model.transformer import CoupletTransformer
+
+if TYPE_CHECKING:
+    from model.checkpoint import CoupletModel
 
 Decode = Callable[[list[str]], list[str]]
 
@@ -57,7 +59,7 @@ def distinct(lines: list[str], n: int) -> float:
     return round(len(set(grams)) / max(len(grams), 1), 4)
 
 
-def perplexity(model: CoupletTransformer, vocab: Vocab, pairs: list[tuple[str, str]]) -> float:
+def perplexity(model: CoupletModel, vocab: Vocab, pairs: list[tuple[str, str]]) -> float:
     from model.train import PairData  # the same encoding and batching as training
 
     data = PairData(pairs, vocab, model.cfg.max_len, batch_tokens=4096)
@@ -66,7 +68,7 @@ def perplexity(model: CoupletTransformer, vocab: Vocab, pairs: list[tuple[str, s
 
 
 def score_split(
-    model: CoupletTransformer,
+    model: CoupletModel,
     vocab: Vocab,
     pairs: list[tuple[str, str]],
     hyps: list[str],
@@ -86,15 +88,18 @@ def score_split(
     }
 
 
-def make_decoder(model: CoupletTransformer, vocab: Vocab, options: Any, use_greedy: bool) -> Decode:
-    """Top candidate of ``model.decode.Decoder`` (or plain greedy decoding when asked or absent)."""
+def make_decoder(
+    model: CoupletModel, vocab: Vocab, options: Any, use_greedy: bool, proposer: Any = None
+) -> Decode:
+    """Top candidate of ``model.decode.Decoder`` (or plain greedy decoding when asked or absent);
+    with a ``proposer`` (an encoder-only tagger), its rescored proposals."""
     if not use_greedy:
         try:
             from model.decode import Decoder
         except ImportError:
             print("note: model.decode is not available; using greedy decoding", file=sys.stderr)
         else:
-            decoder = Decoder(model, vocab)
+            decoder = Decoder(model, vocab, proposer=proposer)
 
             def one(upper: str) -> str:
                 try:
@@ -128,15 +133,17 @@ def read_flags(path: Path, n: int) -> list[bool] | None:
 
 
 def evaluate_files(
-    model: CoupletTransformer,
+    model: CoupletModel,
     vocab: Vocab,
     folder: Path,
     limit: int | None = None,
     train_lowers: Iterable[str] = (),
     options: Any = None,
     use_greedy: bool = False,
+    proposer: Any = None,
 ) -> dict[str, Any]:
-    """Decode the test set once; score it whole and its leak-free part."""
+    """Decode the test set once; score it whole and its leak-free part (perplexity is the
+    model's; with a ``proposer``, the lines are its proposals rescored by the model)."""
     from model.train import read_tsv
 
     tone_mode = getattr(options, "tone_mode", "modern")
@@ -144,7 +151,7 @@ def evaluate_files(
     if not test_path.is_file():
         raise FileNotFoundError(f"missing {test_path}; run `make data` first")
     test = read_tsv(test_path)[: limit or None]
-    decode = make_decoder(model.eval(), vocab, options, use_greedy)
+    decode = make_decoder(model.eval(), vocab, options, use_greedy, proposer)
     hyps = decode([u for u, _ in test])
     lowers = set(train_lowers)
     flags = read_flags(folder / "test_leak.txt", len(test))
@@ -157,7 +164,7 @@ def evaluate_files(
     result["options"] = (
         asdict(options) if options is not None and hasattr(options, "__dataclass_fields__") else {}
     )
-    result["decoder"] = "greedy" if use_greedy else "model.decode"
+    result["decoder"] = "greedy" if use_greedy else "model.decode" + ("+proposer" if proposer else "")
     # No example lines here: the result goes into the shipped bundle, and the test set is AGPL text.
     result["summary"] = summary(result)
     return result
@@ -197,17 +204,27 @@ def markdown(result: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def load_any(path: Path) -> tuple[CoupletTransformer, Vocab]:
-    """A bundle folder or a checkpoint file."""
+def load_any(path: Path) -> tuple[Any, Vocab, Any]:
+    """A bundle folder or a checkpoint file -> (model, vocabulary, the bundle's proposer or None)."""
     if path.is_dir():
         from model.bundle import load_bundle
 
         b = load_bundle(path)
-        return b.model, b.vocab
+        return b.model, b.vocab, b.proposer
     from model.checkpoint import load_model
 
     model, vocab, _ = load_model(path)
-    return model, vocab
+    return model, vocab, None
+
+
+def load_proposer(path: Path, vocab: Vocab) -> Any:
+    """An encoder-only tagger from a checkpoint (or a bundle's model), on the same vocabulary."""
+    model, its_vocab, _ = load_any(path)
+    if getattr(model.cfg, "kind", "") != "tagger":
+        raise ValueError(f"{path}: a proposer must be an encoder-only tagger (model kind 'tagger')")
+    if its_vocab.to_bytes() != vocab.to_bytes():
+        raise ValueError(f"{path}: the proposer's vocabulary differs from the model's")
+    return model
 
 
 def decode_options(args: argparse.Namespace) -> Any:
@@ -225,6 +242,10 @@ def decode_options(args: argparse.Namespace) -> Any:
         opts["rhythm_weight"] = args.rhythm_weight
     if args.three_level_weight is not None:
         opts["three_level_weight"] = args.three_level_weight
+    if args.proposals is not None:
+        opts["proposals"] = args.proposals
+    if args.proposer_weight is not None:
+        opts["proposer_weight"] = args.proposer_weight
     return DecodeOptions(**opts)
 
 
@@ -258,6 +279,15 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--three-level-weight", type=float, default=None)
     p.add_argument("--greedy", action="store_true", help="plain greedy decoding instead of model.decode")
     p.add_argument("--compare-rules", action="store_true", help="also decode with the rules off; report both")
+    p.add_argument(
+        "--proposer",
+        type=Path,
+        default=None,
+        help="an encoder-only tagger (checkpoint or bundle) whose proposals the model rescores",
+    )
+    p.add_argument("--no-proposer", action="store_true", help="ignore the bundle's proposer: the model alone")
+    p.add_argument("--proposals", type=int, default=None, help="with a proposer: candidates rescored")
+    p.add_argument("--proposer-weight", type=float, default=None, help="its log-probability's weight")
     return p.parse_args(argv)
 
 
@@ -272,15 +302,22 @@ def main(argv: list[str] | None = None) -> int:
         print("error: --limit must be positive", file=sys.stderr)
         return 2
     try:
-        model, vocab = load_any(model_path)
+        model, vocab, proposer = load_any(model_path)
+        if args.proposer is not None:
+            proposer = load_proposer(args.proposer, vocab)
+        if args.no_proposer or args.greedy:
+            proposer = None
         train_path = folder / "train.tsv"
         from model.train import read_tsv
 
         lowers = [lo for _, lo in read_tsv(train_path)] if train_path.exists() else []
-        result = evaluate_files(model, vocab, folder, args.limit, lowers, decode_options(args), args.greedy)
+        options = decode_options(args)
+        result = evaluate_files(model, vocab, folder, args.limit, lowers, options, args.greedy, proposer)
         if args.compare_rules and not args.greedy:
-            off = replace(decode_options(args), rules=False)
-            result["rules_off"] = evaluate_files(model, vocab, folder, args.limit, lowers, off)["summary"]
+            off = replace(options, rules=False)
+            result["rules_off"] = evaluate_files(
+                model, vocab, folder, args.limit, lowers, off, proposer=proposer
+            )["summary"]
     except (FileNotFoundError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

@@ -6,14 +6,17 @@ validation BLEU printed while training.
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 
 from data.vocab import Vocab
-from model.transformer import EOS_ID, PAD_ID, CoupletTransformer
+from model.checkpoint import CoupletModel
+from model.transformer import EOS_ID, PAD_ID
 
 
 @torch.no_grad()
-def greedy(model: CoupletTransformer, vocab: Vocab, uppers: list[str], batch_size: int = 256) -> list[str]:
+def greedy(model: CoupletModel, vocab: Vocab, uppers: list[str], batch_size: int = 256) -> list[str]:
     device = next(model.parameters()).device
     order = sorted(range(len(uppers)), key=lambda i: len(uppers[i]))
     out: list[str] = [""] * len(uppers)
@@ -24,15 +27,13 @@ def greedy(model: CoupletTransformer, vocab: Vocab, uppers: list[str], batch_siz
     return out
 
 
-def _greedy_batch(
-    model: CoupletTransformer, vocab: Vocab, uppers: list[str], device: torch.device
-) -> list[str]:
+def _greedy_batch(model: CoupletModel, vocab: Vocab, uppers: list[str], device: torch.device) -> list[str]:
     lengths = [len(u) for u in uppers]
     src = torch.full((len(uppers), max(lengths)), PAD_ID, dtype=torch.long)
     for i, u in enumerate(uppers):
         src[i, : len(u)] = torch.tensor(vocab.encode(u), dtype=torch.long)
     src = src.to(device)  # (B, S)
-    cache = model.new_cache(model.encode(src), src)
+    cache: Any = model.new_cache(model.encode(src), src)
     prev = torch.full((len(uppers),), vocab.bos_id, dtype=torch.long, device=device)
     picked = []
     for pos in range(max(lengths)):

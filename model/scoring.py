@@ -6,20 +6,21 @@ import torch
 import torch.nn.functional as F
 
 from model.batching import Batch
-from model.transformer import EOS_ID, PAD_ID, CoupletTransformer
+from model.checkpoint import CoupletModel
+from model.transformer import EOS_ID, PAD_ID
 
 
 @torch.no_grad()
-def batch_nll(model: CoupletTransformer, batch: Batch) -> tuple[float, int]:
+def batch_nll(model: CoupletModel, batch: Batch) -> tuple[float, int]:
     """(summed NLL, characters) of the target lines; EOS is not a character and is not counted."""
     logits = model(batch.src, batch.tgt_in).float()  # (B, T, V)
-    nll = F.cross_entropy(logits.flatten(0, 1), batch.tgt_out.flatten(), reduction="none")  # (B*T,)
-    flat = batch.tgt_out.flatten()
+    flat = model.targets(batch).flatten()
+    nll = F.cross_entropy(logits.flatten(0, 1), flat, reduction="none")  # (B*T,)
     chars = (flat != PAD_ID) & (flat != EOS_ID)
     return float(nll[chars].sum()), int(chars.sum())
 
 
-def mean_nll(model: CoupletTransformer, batches: list[Batch]) -> float:
+def mean_nll(model: CoupletModel, batches: list[Batch]) -> float:
     total, n = 0.0, 0
     device = next(model.parameters()).device
     for b in batches:

@@ -87,19 +87,26 @@ def char_tone_all(ch: str) -> Tone:
 def line_tones(line: str, mode: str = "modern", rusheng: frozenset[str] | None = None) -> list[Tone]:
     """Tone class of every position of ``line`` (NONE for punctuation), aligned with it."""
     _check_mode(mode)
+    table = _rusheng(rusheng) if mode == "classical" else frozenset()  # the cache key holds the table
+    return list(_line_tones(line, mode, table))
+
+
+@functools.lru_cache(maxsize=65536)
+def _line_tones(line: str, mode: str, table: frozenset[str]) -> tuple[Tone, ...]:
+    """(cached: a decoder's candidates are read again by the rule report and the page's marks,
+    and pypinyin's phrase segmentation costs about as much as a decoding step)"""
     if mode == "lenient":
-        return [char_tone(ch, "lenient") for ch in line]
+        return tuple(char_tone(ch, "lenient") for ch in line)
     items = pinyin(line, style=Style.TONE3, heteronym=False, errors=_no_reading)
     if len(items) != len(line):  # defensive: never misalign positions
-        return [char_tone(ch, mode, rusheng) for ch in line]
+        return tuple(char_tone(ch, mode, table or None) for ch in line)
     tones = []
-    table = _rusheng(rusheng) if mode == "classical" else frozenset()
     for ch, item in zip(line, items, strict=True):
         if ch in table:
             tones.append(Tone.OBLIQUE)
         else:
             tones.append(_tone_of_reading(_FORCED.get(ch) or (item[0] if item else None)))
-    return tones
+    return tuple(tones)
 
 
 def mark(tone: Tone) -> str:

@@ -30,11 +30,12 @@ from data.vocab import Vocab
 from model.batching import Batch, bucket_batches, collate
 from model.bundle import export_bundle, install_bundle
 from model.card import write_card
-from model.checkpoint import load_model, save
+from model.checkpoint import CoupletModel, build_model, load_model, save
 from model.greedy import greedy
 from model.scoring import mean_nll
+from model.tagger import CoupletTagger
 from model.trainer import Dist, Hooks, TrainConfig, Trainer
-from model.transformer import CoupletTransformer, ModelConfig
+from model.transformer import ModelConfig
 
 PRESETS = Path(__file__).parent / "presets"
 
@@ -164,7 +165,7 @@ def make_evaluator(valid: PairData, vocab: Vocab, n_loss: int, n_bleu: int, seed
     loss_batches = valid.fixed_batches(order[:n_loss])
     sample = [valid.pairs[i] for i in order[:n_bleu]]
 
-    def evaluate(model: CoupletTransformer) -> dict[str, float]:
+    def evaluate(model: CoupletModel) -> dict[str, float]:
         loss = mean_nll(model, loss_batches)
         hyps = greedy(model, vocab, [u for u, _ in sample])
         bleu = sacrebleu.corpus_bleu(hyps, [[lo for _, lo in sample]], tokenize="zh").score
@@ -284,11 +285,55 @@ def sensitive_hashes() -> np.ndarray | None:
     return np.asarray(hash_words(words), dtype=np.uint64)
 
 
+def run_checkpoint(path: Path) -> Path:
+    """A run folder's best checkpoint (else its newest), or ``path`` itself if it is a file."""
+    if path.is_file():
+        return path
+    best = path / "best.pt"
+    found = [best] if best.exists() else sorted((path / "checkpoints").glob("step-*.pt"))[-1:]
+    if not found:
+        raise UsageError(f"no checkpoint in {path}")
+    return found[0]
+
+
+def load_proposer(path: Path, vocab: Vocab) -> CoupletTagger:
+    model, its_vocab, _ = load_model(run_checkpoint(path))
+    if not isinstance(model, CoupletTagger):
+        raise UsageError(f"{path}: a proposer must be an encoder-only tagger (model kind 'tagger')")
+    if its_vocab.to_bytes() != vocab.to_bytes():
+        raise UsageError(f"{path}: the proposer was trained on another vocabulary")
+    return model
+
+
+def train_proposer(args: argparse.Namespace, d: Dist, preset: dict[str, Any], out: Path) -> Path | None:
+    """The proposer to bundle: ``--proposer``, else the preset's ``proposer`` preset trained
+    first into ``<out>/proposer`` (resuming like any run), else none."""
+    if args.proposer is not None:
+        return Path(args.proposer)
+    name = preset.get("proposer")
+    if not name or args.no_proposer or preset["model"].get("kind", "seq2seq") != "seq2seq":
+        return None
+    sub = argparse.Namespace(**vars(args))
+    sub.preset, sub.out, sub.set = name, out / "proposer", []
+    sub.max_minutes = sub.max_steps = None
+    sub.no_export = sub.no_eval = sub.skip_data = True
+    sub.ship, sub.proposer, sub.no_proposer = False, None, True
+    if d.main:
+        print(f"proposer: training the {name!r} preset first, into {sub.out}", flush=True)
+    train(sub, d)
+    return sub.out
+
+
 def finish(
-    args: argparse.Namespace, out: Path, folder: Path, train: PairData, preset: dict[str, Any]
+    args: argparse.Namespace,
+    out: Path,
+    folder: Path,
+    train: PairData,
+    preset: dict[str, Any],
+    proposer_path: Path | None = None,
 ) -> None:
-    best = out / "best.pt"
-    model, vocab, meta = load_model(best if best.exists() else sorted((out / "checkpoints").glob("*.pt"))[-1])
+    model, vocab, meta = load_model(run_checkpoint(out))
+    proposer = load_proposer(proposer_path, vocab) if proposer_path is not None else None
     ev: dict[str, Any] = {}
     if not args.no_eval:
         from model.evaluate import evaluate_files
@@ -296,7 +341,9 @@ def finish(
         limit = args.eval_limit if args.eval_limit is not None else preset.get("eval_limit", 0)
         lowers = [lo for _, lo in train.pairs]
         try:
-            ev = evaluate_files(model, vocab, folder, limit=limit or None, train_lowers=lowers)
+            ev = evaluate_files(
+                model, vocab, folder, limit=limit or None, train_lowers=lowers, proposer=proposer
+            )
         except Exception as e:  # a failing evaluation must not cost the trained model its bundle
             print(f"warning: evaluation failed ({type(e).__name__}: {e}); exporting without figures")
         else:
@@ -315,6 +362,7 @@ def finish(
         step=meta.get("step", 0),
         best_valid=meta.get("best_valid"),
         preset=args.preset,
+        proposer=proposer,
     )
     write_card(bundle, out, folder / "report.json")
     print(f"bundle written to {bundle} ({sum(p.stat().st_size for p in bundle.iterdir()) / 2**20:.1f} MiB)")
@@ -343,6 +391,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--no-export", action="store_true", help="do not write the bundle")
     p.add_argument("--eval-limit", type=int, help="evaluate on the first N test pairs only")
     p.add_argument("--ship", action="store_true", help="also install the bundle as models/default")
+    p.add_argument(
+        "--proposer",
+        type=Path,
+        help="bundle this encoder-only tagger (checkpoint or run folder) as the decoder's proposer",
+    )
+    p.add_argument("--no-proposer", action="store_true", help="do not train or bundle the preset's proposer")
     return p.parse_args(argv)
 
 
@@ -367,19 +421,22 @@ def train(args: argparse.Namespace, d: Dist) -> int:
         run_data_stage()
     if d.world > 1:
         dist.barrier()
+    out = args.out or work_dir() / "train" / args.preset
+    proposer_path = train_proposer(args, d, preset, out)
     mcfg_opts = {k: v for k, v in preset["model"].items()}
     max_len = int(mcfg_opts.get("max_len", ModelConfig.max_len))
     vocab, train_data, valid = load_data(folder, max_len, tc.batch_tokens)
+    if proposer_path is not None:
+        load_proposer(proposer_path, vocab)  # refuse a wrong one now, not after hours of training
     try:
         mcfg = ModelConfig(vocab_size=len(vocab), **mcfg_opts)
-    except TypeError as e:
+        torch.manual_seed(tc.seed)
+        model = build_model(mcfg)
+    except (TypeError, ValueError) as e:
         raise UsageError(f"bad model option: {e}") from e
-    torch.manual_seed(tc.seed)
-    model = CoupletTransformer(mcfg)
     n_params = model.num_parameters()
     tc.batch_tokens = fit_batch(mcfg, n_params, tc, device)
     train_data.batch_tokens = tc.batch_tokens
-    out = args.out or work_dir() / "train" / args.preset
     if d.main:
         print(describe(mcfg, n_params, tc, device), flush=True)
         print(
@@ -406,7 +463,7 @@ def train(args: argparse.Namespace, d: Dist) -> int:
     if d.world > 1:
         torch.save(model.state_dict(), out / f"final-rank{d.rank}.pt")
         return 0
-    finish(args, out, folder, train_data, preset)
+    finish(args, out, folder, train_data, preset, proposer_path)
     return 0
 
 

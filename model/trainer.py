@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator
 from contextlib import nullcontext
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 import torch
 import torch.distributed as dist
@@ -135,11 +135,16 @@ def bf16_matmul_speedup(n: int = 256, repeat: int = 5) -> float:
     return times[torch.float32] / times[torch.bfloat16]
 
 
-def seq2seq_loss(model: nn.Module, batch: Batch, label_smoothing: float) -> torch.Tensor:
+def seq2seq_loss(
+    model: nn.Module, batch: Batch, label_smoothing: float, raw: nn.Module | None = None
+) -> torch.Tensor:
+    """Cross-entropy of ``model(src, tgt_in)`` against ``targets(batch)`` of the raw model
+    (the encoder-decoder predicts tgt_out, the tagger the lower line at each position);
+    ``raw`` is the module under a DDP wrapper, whose forward must still be the call."""
     logits = model(batch.src, batch.tgt_in)  # (B, T, V)
     return F.cross_entropy(
         logits.flatten(0, 1).float(),
-        batch.tgt_out.flatten(),
+        cast(Any, raw or model).targets(batch).flatten(),
         ignore_index=PAD_ID,
         label_smoothing=label_smoothing,
     )
@@ -249,7 +254,7 @@ class Trainer:
     def train_step(self, batch: Batch) -> float:
         self.model.train()
         with self.autocast():
-            loss = seq2seq_loss(self.model, batch, self.cfg.label_smoothing)
+            loss = seq2seq_loss(self.model, batch, self.cfg.label_smoothing, self.raw)
         self.opt.zero_grad(set_to_none=True)
         loss.backward()
         if self.cfg.clip_norm:

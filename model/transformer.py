@@ -12,11 +12,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, fields, replace
-from typing import cast
+from typing import TYPE_CHECKING, cast
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
+
+if TYPE_CHECKING:
+    from model.batching import Batch
 
 PAD_ID, UNK_ID, BOS_ID, EOS_ID = 0, 1, 2, 3
 
@@ -33,6 +36,7 @@ class ModelConfig:
     max_len: int = 64  # longest line + BOS/EOS
     aligned: bool = True  # add the encoder state at position i to decoder input i
     tie_embeddings: bool = True  # one table for source, target and output
+    kind: str = "seq2seq"  # "seq2seq": encoder-decoder; "tagger": encoder only (model/tagger.py)
 
     def to_dict(self) -> dict[str, object]:
         return asdict(self)
@@ -223,12 +227,16 @@ class CoupletTransformer(nn.Module):
 
     def decode(self, memory: Tensor, src: Tensor, tgt_in: Tensor) -> Tensor:
         """memory (B, S, d), tgt_in (B, T) -> logits (B, T, V)."""
+        return self.logits(self.decode_states(memory, src, tgt_in))
+
+    def decode_states(self, memory: Tensor, src: Tensor, tgt_in: Tensor) -> Tensor:
+        """memory (B, S, d), tgt_in (B, T) -> the last decoder layer's states (B, T, d)."""
         aligned = self._aligned(memory, src, tgt_in.size(1))
         x = self.drop(self._tgt_input(tgt_in, 0, aligned))
         mask = self._src_mask(src)
         for layer in self.decoder:
             x = layer(x, memory, mask)
-        return self.logits(x)
+        return x
 
     def logits(self, x: Tensor) -> Tensor:
         """(..., d) decoder states -> (..., V)."""
@@ -237,6 +245,11 @@ class CoupletTransformer(nn.Module):
     def forward(self, src: Tensor, tgt_in: Tensor) -> Tensor:
         """src (B, S), tgt_in (B, T) starting with BOS -> logits (B, T, V)."""
         return self.decode(self.encode(src), src, tgt_in)
+
+    @staticmethod
+    def targets(batch: Batch) -> Tensor:
+        """(B, T): what ``forward``'s logits predict, the target ids and EOS."""
+        return batch.tgt_out
 
     # ---- incremental decoding -------------------------------------------------------
 

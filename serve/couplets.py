@@ -87,7 +87,7 @@ class LoadedModel:
     ) -> None:
         self.bundle = bundle
         self.version = _version(bundle)
-        self.decoder = Decoder(bundle.model, bundle.vocab, int8=int8)
+        self.decoder = Decoder(bundle.model, bundle.vocab, int8=int8, proposer=bundle.proposer)
         bundled = (
             SensitiveFilter.from_hashes(bundle.sensitive_hashes, allow=allow_list())
             if len(bundle.sensitive_hashes)

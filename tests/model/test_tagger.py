@@ -1,0 +1,161 @@
+"""The encoder-only tagger, its lattice search, and the decoder's proposer path
+(tagger proposals rescored by the encoder-decoder)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from data.vocab import Vocab
+from model.batching import collate
+from model.bundle import PROPOSER_FILE, export_bundle, load_bundle
+from model.checkpoint import build_model, load_model
+from model.decode import DecodeOptions, Decoder, rescore
+from model.greedy import greedy
+from model.rules import check
+from model.tagger import CoupletTagger
+from model.train import main
+from model.transformer import BOS_ID, EOS_ID, PAD_ID, CoupletTransformer, ModelConfig
+from tests.model.decode_fixtures import decode_vocab
+
+SMALL = {"d_model": 32, "n_heads": 2, "n_enc_layers": 2, "n_dec_layers": 1, "d_ff": 64, "dropout": 0.0}
+
+
+@pytest.fixture(scope="module")
+def dvocab(tmp_path_factory: pytest.TempPathFactory, pairs: list[tuple[str, str]]) -> Vocab:
+    return decode_vocab(tmp_path_factory.mktemp("tagger_vocab"), pairs)
+
+
+def random_models(vocab: Vocab, seed: int = 3) -> tuple[CoupletTransformer, CoupletTagger]:
+    torch.manual_seed(seed)
+    s2s = build_model(ModelConfig(vocab_size=len(vocab), **SMALL))
+    tagger = build_model(ModelConfig(vocab_size=len(vocab), kind="tagger", **SMALL))
+    assert isinstance(s2s, CoupletTransformer) and isinstance(tagger, CoupletTagger)
+    return s2s.eval(), tagger.eval()
+
+
+def test_build_model_picks_the_kind_and_refuses_unknown_ones() -> None:
+    assert isinstance(build_model(ModelConfig(vocab_size=50, kind="tagger", **SMALL)), CoupletTagger)
+    with pytest.raises(ValueError, match="unknown model kind"):
+        build_model(ModelConfig(vocab_size=50, kind="diffusion", **SMALL))
+
+
+def test_tagger_shapes_and_targets() -> None:
+    tagger = build_model(ModelConfig(vocab_size=60, kind="tagger", **SMALL))
+    batch = collate([([10, 11, 12], [20, 21, 22]), ([13], [23])])
+    logits = tagger(batch.src, batch.tgt_in)
+    assert logits.shape == (2, 3, 60)
+    # one target per source position; EOS and the padding past a line's end are not targets
+    assert tagger.targets(batch).tolist() == [[20, 21, 22], [23, PAD_ID, PAD_ID]]
+
+
+def test_tagger_lattice_step_ignores_the_prefix_and_ends_lines() -> None:
+    tagger = build_model(ModelConfig(vocab_size=60, kind="tagger", **SMALL)).eval()
+    src = torch.tensor([[10, 11, 12], [13, PAD_ID, PAD_ID]])
+    cache = tagger.new_cache(tagger.encode(src), src)
+    a = tagger.step(cache, torch.tensor([BOS_ID, BOS_ID]), 1)
+    b = tagger.step(cache, torch.tensor([40, 41]), 1)
+    assert torch.equal(a, b)
+    assert torch.allclose(a.exp().sum(-1), torch.ones(2))  # normalised once, in the cache
+    assert int(a[1].argmax()) == EOS_ID  # the second line has one character
+    moved = tagger.reorder_cache(cache, torch.tensor([1, 1, 0]))
+    at0, moved0 = tagger.step(cache, src[:, 0], 0), tagger.step(moved, torch.zeros(3, dtype=torch.long), 0)
+    assert torch.equal(moved0[2], at0[0]) and torch.equal(moved0[0], at0[1])
+
+
+def test_rescore_equals_teacher_forced_log_probabilities(dvocab: Vocab) -> None:
+    s2s, _ = random_models(dvocab)
+    torch.manual_seed(0)
+    src = torch.randint(5, len(dvocab), (2, 5))
+    tokens = torch.randint(5, len(dvocab), (2, 3, 5))
+    tokens[:, 1] = tokens[:, 0]  # shared prefixes are computed once: the figures must not change
+    tokens[:, 2, :2] = tokens[:, 0, :2]
+    for score_end in (False, True):
+        got = rescore(s2s, src, tokens, score_end)
+        for n in range(2):
+            for k in range(3):
+                target = tokens[n, k].tolist() + ([EOS_ID] if score_end else [])
+                tgt_in = torch.tensor([[BOS_ID, *target[:-1]]])
+                with torch.no_grad():
+                    logp = F.log_softmax(s2s(src[n : n + 1], tgt_in)[0], -1)
+                want = sum(float(logp[t, x]) for t, x in enumerate(target))
+                assert float(got[n, k]) == pytest.approx(want, abs=1e-4)
+
+
+UPPERS = ["春风得意", "天对地，雨对风。", "上海自来水来自海上", "山山水水", "海纳百川有容乃大"]
+
+
+@pytest.mark.parametrize("int8", [False, True])
+def test_proposer_candidates_keep_the_rules_and_carry_the_models_scores(dvocab: Vocab, int8: bool) -> None:
+    s2s, tagger = random_models(dvocab)
+    decoder = Decoder(s2s, dvocab, proposer=tagger, int8=int8)
+    options = DecodeOptions(n_best=5, proposals=12, rhythm_weight=0.0, three_level_weight=0.0)
+    for upper in UPPERS:
+        result = decoder.generate(upper, options)
+        assert 1 <= len(result.candidates) <= 5
+        texts = [c.text for c in result.candidates]
+        assert len(set(texts)) == len(texts)
+        scores = [c.score for c in result.candidates]
+        assert scores == sorted(scores, reverse=True)  # ranked by the encoder-decoder
+        for c in result.candidates:
+            assert check(upper, c.text).hard_ok, (upper, c.text)
+            ids = dvocab.encode(c.text)
+            src = torch.tensor([dvocab.encode(upper)])
+            exact = float(rescore(s2s, src, torch.tensor([[ids]]))[0, 0]) / len(upper)
+            assert c.score == pytest.approx(exact, abs=0.05 if int8 else 1e-4)
+
+
+def test_proposer_locks_and_required_characters(dvocab: Vocab) -> None:
+    s2s, tagger = random_models(dvocab)
+    decoder = Decoder(s2s, dvocab, proposer=tagger)
+    result = decoder.generate(
+        "海纳百川有容乃大", DecodeOptions(n_best=4, locks="__春_____", required_chars="月")
+    )
+    for c in result.candidates:
+        assert c.text[2] == "春" and "月" in c.text and check("海纳百川有容乃大", c.text).hard_ok
+
+
+def test_a_proposer_needs_an_encoder_decoder_to_rescore(dvocab: Vocab) -> None:
+    _, tagger = random_models(dvocab)
+    with pytest.raises(ValueError, match="encoder-decoder"):
+        Decoder(tagger, dvocab, proposer=tagger)
+
+
+def test_tagger_alone_decodes_under_the_rules(dvocab: Vocab) -> None:
+    _, tagger = random_models(dvocab)
+    result = Decoder(tagger, dvocab).generate("上海自来水来自海上", DecodeOptions(n_best=5))
+    assert result.candidates and all(check("上海自来水来自海上", c.text).hard_ok for c in result.candidates)
+
+
+def test_bundle_carries_the_proposer(tmp_path: Path, dvocab: Vocab) -> None:
+    s2s, tagger = random_models(dvocab)
+    out = export_bundle(tmp_path / "b", s2s, dvocab, proposer=tagger, train_uppers=["春风得意"])
+    assert (out / PROPOSER_FILE).is_file()
+    bundle = load_bundle(out)
+    assert isinstance(bundle.proposer, CoupletTagger)
+    for a, b in zip(tagger.state_dict().values(), bundle.proposer.state_dict().values(), strict=True):
+        assert torch.allclose(a, b, atol=1e-3)  # fp16 in the bundle
+    assert load_bundle(export_bundle(tmp_path / "plain", s2s, dvocab)).proposer is None
+
+
+def test_tiny_tagger_memorises_pairs_and_is_bundled_as_proposer(
+    tmp_path: Path, data_folder: Path, pairs: list[tuple[str, str]]
+) -> None:
+    common = ["--data-dir", str(data_folder), "--set", "amp=off", "--set", "threads=1"]
+    common += ["--set", "model.dropout=0", "--set", "label_smoothing=0"]
+    tag_args = ["--preset", "tiny", "--out", str(tmp_path / "tagger"), "--max-steps", "250"]
+    tag_args += ["--set", "model.kind=tagger", "--set", "model.n_enc_layers=3", "--no-eval", "--no-export"]
+    assert main([*tag_args, *common]) == 0
+    tagger, vocab, _ = load_model(tmp_path / "tagger" / "best.pt")
+    assert isinstance(tagger, CoupletTagger)
+    outputs = greedy(tagger, vocab, [u for u, _ in pairs])
+    assert sum(o == lo for o, (_, lo) in zip(outputs, pairs, strict=True)) >= 45
+
+    s2s_args = ["--preset", "tiny", "--out", str(tmp_path / "s2s"), "--max-steps", "30", "--no-eval"]
+    assert main([*s2s_args, *common, "--proposer", str(tmp_path / "tagger")]) == 0
+    bundle = load_bundle(tmp_path / "s2s" / "bundle")
+    assert isinstance(bundle.proposer, CoupletTagger)
+    assert main([*s2s_args, *common, "--proposer", str(tmp_path / "s2s" / "best.pt")]) == 2
