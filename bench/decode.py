@@ -5,6 +5,10 @@ The model is the shipped default bundle when there is one, else a randomly initi
 model of the ``cpu`` preset's size (the speed of a step does not depend on the weights).
 Upper lines come from the wb14123 test set when the corpus is present, else from the test
 fixtures. Goal (BENCHMARKS.md): p50 <= 15 ms, p99 <= 50 ms on a 2-core machine.
+
+Four decoders: the encoder-decoder's own beam search (fp32, int8), and the proposer path
+(the encoder-only tagger's one-pass proposals rescored by the encoder-decoder; fp32, int8),
+with the bundle's proposer, or a random tagger of the ``tagger`` preset's size.
 """
 
 from __future__ import annotations
@@ -16,16 +20,19 @@ import statistics
 import tempfile
 import time
 from pathlib import Path
+from typing import cast
 
 import torch
 
 from data.paths import ROOT, corpus_dir, data_dir, default_model_dir
 from data.vocab import Vocab
 from model.decode import ConstraintError, DecodeOptions, Decoder
+from model.tagger import CoupletTagger
 from model.transformer import CoupletTransformer, ModelConfig
 
 FIXTURE = ROOT / "tests" / "model" / "fixtures" / "couplets50.tsv"
 PRESET = ROOT / "model" / "presets" / "cpu.json"
+TAGGER_PRESET = ROOT / "model" / "presets" / "tagger.json"
 
 
 def upper_lines() -> tuple[list[str], str]:
@@ -36,12 +43,15 @@ def upper_lines() -> tuple[list[str], str]:
 
 
 def load_decoder() -> tuple[Decoder, str]:
+    """The encoder-decoder alone (its proposer, if the bundle has one, is the ``proposer`` attribute)."""
     bundle = default_model_dir() / "model.pt"
     if bundle.is_file():
         from model.bundle import load_bundle
 
         b = load_bundle(default_model_dir())
-        return Decoder(b.model, b.vocab), "shipped"
+        decoder = Decoder(b.model, b.vocab)
+        decoder.proposer = b.proposer
+        return decoder, "shipped"
     spm = data_dir() / "spm.model"
     if spm.is_file():
         vocab = Vocab.from_file(spm)
@@ -52,6 +62,16 @@ def load_decoder() -> tuple[Decoder, str]:
     torch.manual_seed(0)
     cfg = ModelConfig.from_dict({**preset, "vocab_size": max(8000, len(vocab))})
     return Decoder(CoupletTransformer(cfg).eval(), vocab), "random (cpu preset size)"
+
+
+def proposer_for(decoder: Decoder) -> tuple[CoupletTagger, str]:
+    """The bundle's proposer, else a random tagger of the ``tagger`` preset's size."""
+    if decoder.proposer is not None:
+        return decoder.proposer, "shipped"
+    preset = json.loads(TAGGER_PRESET.read_text())["model"]
+    torch.manual_seed(0)
+    cfg = ModelConfig.from_dict({**preset, "vocab_size": decoder.model.cfg.vocab_size})
+    return CoupletTagger(cfg).eval(), "random (tagger preset size)"
 
 
 def latencies(decoder: Decoder, uppers: list[str], options: DecodeOptions) -> tuple[list[float], list[float]]:
@@ -85,7 +105,15 @@ def run(args: argparse.Namespace) -> dict[str, object]:
     quick = bool(getattr(args, "quick", False))
     threads = torch.get_num_threads()
     decoder, model_kind = load_decoder()
-    fast = Decoder(decoder.model, decoder.vocab, int8=True)
+    proposer, proposer_kind = proposer_for(decoder)
+    decoder.proposer = None
+    model = cast(CoupletTransformer, decoder.model)
+    variants = {
+        "": decoder,
+        "int8_": Decoder(model, decoder.vocab, int8=True),
+        "proposer_": Decoder(model, decoder.vocab, proposer=proposer),
+        "proposer_int8_": Decoder(model, decoder.vocab, int8=True, proposer=proposer),
+    }
     uppers, source = upper_lines()
     options = DecodeOptions(n_best=10)
     n = 100 if quick else 1000
@@ -93,10 +121,11 @@ def run(args: argparse.Namespace) -> dict[str, object]:
     spring = [u for u in uppers[:400] if feasible(decoder, u, first)]
     batch = uppers[: 300 if quick else len(uppers)]
     figures: dict[str, object] = {"model": model_kind, "lines_from": source, "requests": n}
+    figures["proposer"] = proposer_kind
     figures["params_m"] = round(sum(p.numel() for p in decoder.model.parameters()) / 1e6, 2)
     torch.set_num_threads(1)  # one thread per request: the service runs decodes side by side
     try:
-        for name, dec in (("", decoder), ("int8_", fast)):
+        for name, dec in variants.items():
             wall, cpu = latencies(dec, uppers[:n], options)
             figures[f"{name}latency_p50_ms"] = round(statistics.median(wall), 2)
             figures[f"{name}latency_p99_ms"] = round(percentile(wall, 0.99), 2)
@@ -106,7 +135,7 @@ def run(args: argparse.Namespace) -> dict[str, object]:
             decoder, spring[: 30 if quick else 200], DecodeOptions(n_best=10, required_first="春")
         )
         figures["required_first_latency_cpu_p50_ms"] = round(statistics.median(cpu), 2)
-        for name, dec in (("", decoder), ("int8_", fast)):
+        for name, dec in variants.items():
             start = time.perf_counter()
             dec.generate_batch(batch, DecodeOptions(n_best=1, beam_size=10), batch_size=32)
             figures[f"{name}batch_lines_per_s"] = round(len(batch) / (time.perf_counter() - start), 1)
