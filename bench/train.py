@@ -1,4 +1,5 @@
-"""Training throughput: pairs per second and MFU of the `cpu` preset model (and the `gpu` one on CUDA).
+"""Training throughput: pairs per second and MFU of the `cpu` preset model and of its proposer,
+the encoder-only `tagger` preset (and the `gpu` one on CUDA).
 
 MFU = achieved FLOP/s (FLOPs of one training step counted by ``FlopCounterMode``, times
 steps per second) over the device's matmul peak in the same dtype, measured in this run.
@@ -19,8 +20,9 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from data.paths import data_dir
 from model.batching import Batch, collate
+from model.checkpoint import build_model
 from model.trainer import TrainConfig, make_optimizer, seq2seq_loss, use_bf16
-from model.transformer import CoupletTransformer, ModelConfig
+from model.transformer import ModelConfig
 
 PRESETS = Path(__file__).resolve().parent.parent / "model" / "presets"
 
@@ -82,7 +84,7 @@ def measure(preset: str, device: torch.device, steps: int, peak_seconds: float) 
         from data.vocab import Vocab
 
         vocab_size = len(Vocab.from_file(data_dir() / "spm.model"))
-    model = CoupletTransformer(ModelConfig(vocab_size=vocab_size, **spec["model"])).to(device)
+    model = build_model(ModelConfig(vocab_size=vocab_size, **spec["model"])).to(device)
     opt = make_optimizer(model, tc)
     bf16 = use_bf16(tc.amp, device)
     batches = [b.to(device) for b in sample_batches(vocab_size, tc.batch_tokens, steps + 2)]
@@ -131,6 +133,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     quick = bool(getattr(args, "quick", False))
     steps = 3 if quick else 20
     figures = measure("tiny" if quick else "cpu", torch.device("cpu"), steps, 1.0 if quick else 3.0)
+    if not quick:
+        figures.update(measure("tagger", torch.device("cpu"), steps, 3.0))
     if torch.cuda.is_available():
         figures.update(measure("gpu", torch.device("cuda"), 10 if quick else 50, 2.0))
     return figures
