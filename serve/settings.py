@@ -8,6 +8,7 @@ from pydantic import Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from data.paths import ROOT, data_dir, default_model_dir, work_dir
+from model.bundle import SERVE_INT8
 from serve.db import store_url
 
 
@@ -55,7 +56,7 @@ class Settings(BaseSettings):
     cache_size: int = Field(
         default=2048, description="generate results kept per model (beam search is deterministic)"
     )
-    int8: bool = Field(default=False, description="decode with int8 linear layers (faster on a CPU)")
+    int8: bool = Field(default=SERVE_INT8, description="decode with int8 linear layers (faster on a CPU)")
     torch_threads: int = Field(
         default=1, description="intra-op threads per decode; requests run side by side"
     )
