@@ -141,6 +141,21 @@ def eval_table(ev: dict[str, Any]) -> list[str]:
     return lines
 
 
+def fast_mode_lines(ev: dict[str, Any]) -> list[str]:
+    fast = ev.get("fast_mode")
+    if not fast:
+        return []
+    keys = ("bleu1", "bleu2", "bleu4", "distinct1", "distinct2")
+    shown = ", ".join(
+        f"{k} {fast.get(f'full_{k}', '–')} (leak-free {fast.get(f'leakfree_{k}', '–')})" for k in keys
+    )
+    return [
+        "",
+        f"Fast mode (the proposer's candidates rescored, `fast: true` in a request): {shown}; "
+        f"hard rules {fast.get('full_hard_ok_model', '–')}%.",
+    ]
+
+
 def latency_section(bench: dict[str, Any], variant: str) -> list[str]:
     d = bench.get("decode", {})
     if not d:
@@ -253,6 +268,7 @@ def render(
         "## Evaluation (`make eval`, wb14123 test set, top candidate of the rule-constrained beam search)",
         "",
         *eval_table(ev),
+        *fast_mode_lines(ev),
         "",
         "## Decoding latency",
         "",

@@ -71,7 +71,8 @@ class DecodeOptions:
     rhythm_weight: float = 1.0  # cost of an unopposed tone at a rhythm position
     three_level_weight: float = 1.0  # cost of a level tone that makes a 三平尾
     score_end: bool = False  # one more model step for log P(end of sequence) after the line
-    proposals: int = 20  # with a proposer: how many candidates its search hands to the rescoring
+    fast: bool = False  # with a proposer: search its one-pass lattice, rescore (faster, lower BLEU)
+    proposals: int = 40  # fast mode: how many candidates the proposer's search hands to the rescoring
     proposer_weight: float = 0.0  # with a proposer: weight of its log-probability in the final score
 
     @property
@@ -269,9 +270,11 @@ class Decoder:
     ) -> None:
         """``int8``: decode with copies of the models whose linear layers run in int8
         (dynamic quantisation: 1.2-1.7x faster steps on a CPU, logits within ~0.1).
-        ``proposer``: an encoder-only model whose one-pass distributions the rule-bound
-        search runs over (no decoder steps); ``model`` then rescores its ``proposals``
-        best lines in one teacher-forced pass, and that decides the order."""
+        ``proposer``: an encoder-only model for the fast mode (``DecodeOptions.fast``): the
+        rule-bound search runs over its one-pass distributions (no decoder steps), and
+        ``model`` rescores its ``proposals`` best lines in one teacher-forced pass, which
+        decides the order. Without ``fast`` (or without a proposer) the search runs on the
+        encoder-decoder's own steps."""
         if proposer is not None and not isinstance(model, CoupletTransformer):
             raise ValueError("a proposer's candidates are rescored by an encoder-decoder model")
         self.model = quantized(model) if int8 else model.eval()
@@ -331,7 +334,7 @@ class Decoder:
         length = plans[0].length
         table = fuse(position, len(plans), length, self.tables.size)  # (N, L+1, V)
         src = torch.tensor([self.vocab.encode(p.upper) for p in plans])  # (N, L)
-        if self.proposer is None:
+        if self.proposer is None or not options.fast:
             beam = options.beam
             tokens, search, logp = beam_search(self.model, src, table, stepwise, beam, options.score_end)
         else:

@@ -164,7 +164,8 @@ def evaluate_files(
     result["options"] = (
         asdict(options) if options is not None and hasattr(options, "__dataclass_fields__") else {}
     )
-    result["decoder"] = "greedy" if use_greedy else "model.decode" + ("+proposer" if proposer else "")
+    fast = proposer is not None and getattr(options, "fast", False)
+    result["decoder"] = "greedy" if use_greedy else "model.decode" + (" fast (proposer)" if fast else "")
     # No example lines here: the result goes into the shipped bundle, and the test set is AGPL text.
     result["summary"] = summary(result)
     return result
@@ -242,6 +243,8 @@ def decode_options(args: argparse.Namespace) -> Any:
         opts["rhythm_weight"] = args.rhythm_weight
     if args.three_level_weight is not None:
         opts["three_level_weight"] = args.three_level_weight
+    if args.fast:
+        opts["fast"] = True
     if args.proposals is not None:
         opts["proposals"] = args.proposals
     if args.proposer_weight is not None:
@@ -283,11 +286,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--proposer",
         type=Path,
         default=None,
-        help="an encoder-only tagger (checkpoint or bundle) whose proposals the model rescores",
+        help="an encoder-only tagger (checkpoint or bundle) for the fast mode (default: the bundle's)",
     )
-    p.add_argument("--no-proposer", action="store_true", help="ignore the bundle's proposer: the model alone")
-    p.add_argument("--proposals", type=int, default=None, help="with a proposer: candidates rescored")
-    p.add_argument("--proposer-weight", type=float, default=None, help="its log-probability's weight")
+    p.add_argument(
+        "--fast", action="store_true", help="fast mode: the proposer's candidates, rescored by the model"
+    )
+    p.add_argument("--proposals", type=int, default=None, help="fast mode: candidates rescored")
+    p.add_argument("--proposer-weight", type=float, default=None, help="fast mode: the proposer's weight")
     return p.parse_args(argv)
 
 
@@ -305,7 +310,9 @@ def main(argv: list[str] | None = None) -> int:
         model, vocab, proposer = load_any(model_path)
         if args.proposer is not None:
             proposer = load_proposer(args.proposer, vocab)
-        if args.no_proposer or args.greedy:
+        if args.fast and proposer is None:
+            raise ValueError("--fast needs a proposer: a bundle with proposer.pt, or --proposer PATH")
+        if not args.fast or args.greedy:
             proposer = None
         train_path = folder / "train.tsv"
         from model.train import read_tsv

@@ -11,14 +11,16 @@ checkpoint in ``--out`` (default ``work/train/<preset>``). The bundle goes to
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
+import lzma
 import math
 import os
 import subprocess
 import sys
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import numpy as np
 import sacrebleu
@@ -72,7 +74,7 @@ def _apply_override(preset: dict[str, Any], item: str) -> None:
         preset["model"][name] = value
     elif not section and name in TrainConfig.__dataclass_fields__:
         preset["train"][name] = value
-    elif not section and name in ("valid_pairs", "bleu_pairs", "eval_limit"):
+    elif not section and name in ("valid_pairs", "bleu_pairs", "eval_limit", "proposer"):
         preset[name] = value
     else:
         raise UsageError(f"--set: unknown option {key!r}")
@@ -81,9 +83,27 @@ def _apply_override(preset: dict[str, Any], item: str) -> None:
 # ---- data ----------------------------------------------------------------------------
 
 
+def open_text(path: Path) -> IO[str]:
+    """A UTF-8 text file, read through xz or gzip when its name ends in ``.xz`` or ``.gz``."""
+    if path.suffix == ".xz":
+        return lzma.open(path, "rt", encoding="utf-8")
+    if path.suffix == ".gz":
+        return gzip.open(path, "rt", encoding="utf-8")
+    return open(path, encoding="utf-8")
+
+
+def data_file(folder: Path, name: str) -> Path:
+    """``folder/name``, else its compressed copy ``name.xz`` or ``name.gz`` (as carried to a
+    lent GPU machine, scripts/device_prepare.sh)."""
+    for candidate in (name, f"{name}.xz", f"{name}.gz"):
+        if (folder / candidate).is_file():
+            return folder / candidate
+    return folder / name
+
+
 def read_tsv(path: Path) -> list[tuple[str, str]]:
     pairs = []
-    with open(path, encoding="utf-8") as f:
+    with open_text(path) as f:
         for line in f:
             upper, sep, lower = line.rstrip("\n").partition("\t")
             if sep and upper and lower:
@@ -144,13 +164,13 @@ def run_data_stage() -> None:
 
 
 def load_data(folder: Path, max_len: int, batch_tokens: int) -> tuple[Vocab, PairData, PairData]:
-    needed = [folder / n for n in ("spm.model", "train.tsv", "valid.tsv")]
+    needed = [data_file(folder, n) for n in ("spm.model", "train.tsv", "valid.tsv")]
     missing = [str(p) for p in needed if not p.is_file()]
     if missing:
         raise UsageError(f"missing data file(s): {', '.join(missing)}; run `make data` first")
-    vocab = Vocab.from_file(folder / "spm.model")
-    train = PairData(read_tsv(folder / "train.tsv"), vocab, max_len, batch_tokens)
-    valid = PairData(read_tsv(folder / "valid.tsv"), vocab, max_len, batch_tokens)
+    vocab = Vocab.from_file(needed[0])
+    train = PairData(read_tsv(needed[1]), vocab, max_len, batch_tokens)
+    valid = PairData(read_tsv(needed[2]), vocab, max_len, batch_tokens)
     if not len(train) or not len(valid):
         raise UsageError(f"no usable pairs in {folder}/train.tsv or valid.tsv")
     return vocab, train, valid
@@ -347,6 +367,13 @@ def finish(
         except Exception as e:  # a failing evaluation must not cost the trained model its bundle
             print(f"warning: evaluation failed ({type(e).__name__}: {e}); exporting without figures")
         else:
+            if proposer is not None:  # the fast mode's figures beside the default's
+                from model.decode import DecodeOptions
+
+                fast = evaluate_files(
+                    model, vocab, folder, limit or None, lowers, DecodeOptions(fast=True), proposer=proposer
+                )
+                ev["fast_mode"] = fast["summary"]
             (out / "eval.json").write_text(json.dumps(ev, ensure_ascii=False, indent=1), encoding="utf-8")
     if args.no_export:
         return

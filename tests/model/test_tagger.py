@@ -92,7 +92,7 @@ UPPERS = ["春风得意", "天对地，雨对风。", "上海自来水来自海�
 def test_proposer_candidates_keep_the_rules_and_carry_the_models_scores(dvocab: Vocab, int8: bool) -> None:
     s2s, tagger = random_models(dvocab)
     decoder = Decoder(s2s, dvocab, proposer=tagger, int8=int8)
-    options = DecodeOptions(n_best=5, proposals=12, rhythm_weight=0.0, three_level_weight=0.0)
+    options = DecodeOptions(n_best=5, proposals=12, rhythm_weight=0.0, three_level_weight=0.0, fast=True)
     for upper in UPPERS:
         result = decoder.generate(upper, options)
         assert 1 <= len(result.candidates) <= 5
@@ -116,6 +116,13 @@ def test_proposer_locks_and_required_characters(dvocab: Vocab) -> None:
     )
     for c in result.candidates:
         assert c.text[2] == "春" and "月" in c.text and check("海纳百川有容乃大", c.text).hard_ok
+
+
+def test_without_fast_mode_the_proposer_is_not_used(dvocab: Vocab) -> None:
+    s2s, tagger = random_models(dvocab)
+    plain = Decoder(s2s, dvocab).generate("海纳百川有容乃大", DecodeOptions(n_best=5))
+    mixed = Decoder(s2s, dvocab, proposer=tagger).generate("海纳百川有容乃大", DecodeOptions(n_best=5))
+    assert mixed == plain
 
 
 def test_a_proposer_needs_an_encoder_decoder_to_rescore(dvocab: Vocab) -> None:
