@@ -42,6 +42,7 @@ class Query:
     locks: str | None = None
     required_first: str | None = None
     required_chars: str | None = None
+    fast: bool = False
 
 
 def report_out(report: dict[str, bool | float | None]) -> RuleReportOut:
@@ -168,6 +169,7 @@ def _options(q: Query, n_best: int) -> DecodeOptions:
         locks=q.locks,
         required_first=q.required_first,
         required_chars=q.required_chars or "",
+        fast=q.fast,
     )
 
 
@@ -252,4 +254,5 @@ class CoupletService:
             "model_card": b.model_card,
             "data_card": b.data_card,
             "eval": b.eval,
+            "fast_mode": b.proposer is not None,
         }

@@ -27,6 +27,11 @@ class GenerateRequest(BaseModel):
     required_chars: str | None = Field(
         None, max_length=32, description="嵌字: characters the lower line must contain"
     )
+    fast: bool = Field(
+        False,
+        description="快速模式: the model's one-pass proposer suggests, the full model rescores (faster, "
+        "lines a little less apt); the normal search when the model has no proposer",
+    )
 
 
 @pydantic_dataclass(frozen=True)
@@ -91,6 +96,7 @@ class ModelInfo(BaseModel):
     model_card: str
     data_card: str
     eval: dict[str, Any] = Field(description="evaluation figures of the bundle (eval.json)")
+    fast_mode: bool = Field(description="the bundle has a proposer, so `fast` requests are faster")
 
 
 class ReloadRequest(BaseModel):

@@ -171,6 +171,7 @@ async function ask(event) {
     if (locks) body.locks = locks;
     if ($("required-first").value.trim()) body.required_first = $("required-first").value;
     if ($("required-chars").value.trim()) body.required_chars = $("required-chars").value;
+    if ($("fast").checked) body.fast = true;
     render(await api("/api/v1/generate", body));
   } catch (error) {
     showError(error.message);
@@ -198,6 +199,9 @@ document.addEventListener("DOMContentLoaded", () => {
   $("own").addEventListener("submit", submitOwn);
   $("upper").addEventListener("input", rebuildLocks);
   api("/api/v1/model")
-    .then((info) => ($("model-version").textContent = `模型 ${info.version}`))
+    .then((info) => {
+      $("model-version").textContent = `模型 ${info.version}`;
+      $("fast-label").hidden = !info.fast_mode; // offered only when the model has a proposer
+    })
     .catch(() => {});
 });

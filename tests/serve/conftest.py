@@ -22,6 +22,7 @@ from crawler.localredis import free_port
 from data.sensitive import hash_words
 from data.vocab import Vocab
 from model.bundle import export_bundle
+from model.tagger import CoupletTagger
 from model.transformer import CoupletTransformer, ModelConfig
 from serve.main import create_app
 from serve.settings import Settings
@@ -59,6 +60,25 @@ def tiny_model(vocab: Vocab, seed: int) -> CoupletTransformer:
     return CoupletTransformer(cfg).eval()
 
 
+def tiny_tagger(vocab: Vocab, word: str) -> CoupletTagger:
+    """An encoder-only proposer that, at every position, favours the characters of ``word``
+    (logits 12, 11, ... for them, 0 for all others), whatever the upper line."""
+    cfg = ModelConfig(
+        vocab_size=len(vocab), d_model=32, n_heads=2, n_enc_layers=1, d_ff=64, max_len=40, dropout=0.0,
+        tie_embeddings=False, kind="tagger",
+    )  # fmt: skip
+    torch.manual_seed(0)
+    tagger = CoupletTagger(cfg).eval()
+    with torch.no_grad():
+        u = torch.ones(cfg.d_model)
+        tagger.enc_norm.weight.zero_()
+        tagger.enc_norm.bias.copy_(u)
+        tagger.head.weight.zero_()
+        for rank, ch in enumerate(word):
+            tagger.head.weight[vocab.encode(ch)[0]] = (12.0 - rank) * u / u.dot(u)
+    return tagger
+
+
 def favour(model: CoupletTransformer, vocab: Vocab, word: str) -> CoupletTransformer:
     """Make every step's logits favour the characters of ``word``, in order, over all others.
 
@@ -90,6 +110,7 @@ def build_bundle(
     version: str,
     bad_word: str | None = None,
     sensitive: list[str] = (),
+    proposer_word: str | None = None,
 ) -> Path:  # type: ignore[assignment]
     model = tiny_model(vocab, seed)
     if bad_word:
@@ -104,6 +125,7 @@ def build_bundle(
         data_card="# 手写数据\n",
         eval_result={"bleu4": 0.5, "perplexity": 123.0},
         version=version,
+        proposer=tiny_tagger(vocab, proposer_word) if proposer_word else None,
     )
 
 

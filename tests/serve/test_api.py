@@ -12,7 +12,7 @@ from model.tones import line_tones, mark
 from serve.deps import get_service
 from serve.main import create_app
 from serve.settings import Settings
-from tests.serve.conftest import PAIRS
+from tests.serve.conftest import PAIRS, build_bundle
 
 
 def test_generate_answers_with_tones_reports_and_flags(client: TestClient) -> None:
@@ -154,3 +154,27 @@ def test_int8_decoding_and_reload_keep_it(settings: Settings, bundle_b: Path) ->
         )
         assert r.status_code == 200
         assert app.state.service.model.decoder.model is not app.state.service.model.bundle.model
+
+
+def test_fast_mode_takes_the_bundles_proposer(tmp_path: Path, vocab, known_pairs: Path) -> None:
+    word = "金木火土日夜晴雨云雷"  # the proposer proposes only these characters
+    bundle = build_bundle(tmp_path / "fast", vocab, seed=1, version="fast", proposer_word=word)
+    db = f"sqlite:///{tmp_path / 'feedback.db'}"
+    settings = Settings(model_dir=bundle, database_url=db, known_pairs=known_pairs, rate_limit_per_minute=0)
+    with TestClient(create_app(settings)) as c:
+        assert c.get("/api/v1/model").json()["fast_mode"] is True
+        upper = "春风得意"
+        fast = c.post("/api/v1/generate", json={"upper": upper, "n": 5, "fast": True}).json()["candidates"]
+        normal = c.post("/api/v1/generate", json={"upper": upper, "n": 5}).json()["candidates"]
+    assert len(fast) == 5 and all(set(cand["text"]) <= set(word) for cand in fast)
+    assert all(check(upper, cand["text"]).hard_ok and cand["report"]["hard_ok"] for cand in fast)
+    assert [cand["score"] for cand in fast] == sorted((cand["score"] for cand in fast), reverse=True)
+    assert not all(set(cand["text"]) <= set(word) for cand in normal)  # the default ignores the proposer
+
+
+def test_fast_mode_without_a_proposer_is_the_normal_search(client: TestClient) -> None:
+    assert client.get("/api/v1/model").json()["fast_mode"] is False
+    body = {"upper": "春风得意", "n": 3}
+    fast = client.post("/api/v1/generate", json={**body, "fast": True})
+    assert fast.status_code == 200
+    assert fast.json()["candidates"] == client.post("/api/v1/generate", json=body).json()["candidates"]
