@@ -255,7 +255,7 @@ def render(
         "",
         f"- preset: `{meta.get('preset', '–')}`; hardware: {hardware}",
         f"- steps: {meta.get('step', tr.get('steps', '–'))}; wall time: "
-        f"{tr.get('minutes', float('nan')):.1f} min; pairs seen: {tr.get('pairs_seen', '–'):,}"
+        f"{tr.get('minutes', float('nan')):.1f} min; pairs seen: {tr.get('pairs_seen', 0):,}"
         if tr
         else f"- steps: {meta.get('step', '–')}",
         f"- best validation NLL per character: {meta.get('best_valid', '–')}",
