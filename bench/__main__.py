@@ -56,4 +56,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    from model.runtime import reexec_with_passive_omp
+
+    reexec_with_passive_omp("bench")
     sys.exit(main())

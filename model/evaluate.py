@@ -339,4 +339,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    from model.runtime import reexec_with_passive_omp
+
+    reexec_with_passive_omp("model.evaluate")
     sys.exit(main())

@@ -15,7 +15,6 @@ import gzip
 import json
 import lzma
 import math
-import os
 import subprocess
 import sys
 from dataclasses import asdict
@@ -34,6 +33,7 @@ from model.bundle import export_bundle, install_bundle
 from model.card import write_card
 from model.checkpoint import CoupletModel, build_model, load_model, save
 from model.greedy import greedy
+from model.runtime import reexec_with_passive_omp
 from model.scoring import mean_nll
 from model.tagger import CoupletTagger
 from model.trainer import Dist, Hooks, TrainConfig, Trainer
@@ -512,14 +512,6 @@ def main(argv: list[str] | None = None) -> int:
             dist.destroy_process_group()
 
 
-def reexec_with_passive_omp() -> None:
-    """OpenMP threads that spin while waiting make a shared, busy CPU 3-4x slower; the policy is
-    read when torch loads, so set it and restart the interpreter (same PID, for torchrun)."""
-    if "OMP_WAIT_POLICY" not in os.environ:
-        os.environ["OMP_WAIT_POLICY"] = "PASSIVE"
-        os.execv(sys.executable, [sys.executable, "-m", "model.train", *sys.argv[1:]])
-
-
 if __name__ == "__main__":
-    reexec_with_passive_omp()
+    reexec_with_passive_omp("model.train")
     sys.exit(main())
