@@ -5,7 +5,8 @@ a real decode of a distinct test-set upper line):
 1. fixed rates, from 100 requests/s down: an async client sends requests on a schedule
    and measures latency from each request's due time (no coordinated omission). The
    first rate answered with p99 ≤ 200 ms and no failed or shed (503) request is the
-   sustained rate; the goal is ≥ 100/s on 2 cores.
+   sustained rate; the goal is ≥ 100/s on 2 cores. When the model has a proposer, the
+   same ladder again with fast-mode requests (``fast_`` figures).
 2. that rate again while the model is reloaded (POST /api/v1/admin/reload) three times:
    requests failed by swapping models (goal 0).
 3. saturation: Debian's wrk (if installed) with 8 connections: peak requests/s.
@@ -156,9 +157,15 @@ class Connections:
 
 
 async def fixed_rate(
-    port: int, lines: list[str], rate: float, seconds: float, reload_model: Path | None = None
+    port: int,
+    lines: list[str],
+    rate: float,
+    seconds: float,
+    reload_model: Path | None = None,
+    extra: dict[str, object] | None = None,
 ) -> dict[str, float]:
-    """Open-loop load: request i is due at start + i/rate; latency counts from that moment."""
+    """Open-loop load: request i is due at start + i/rate; latency counts from that moment.
+    ``extra``: more fields of every request (e.g. ``{"fast": True}``)."""
     total = int(rate * seconds)
     latencies: list[float] = []
     errors = 0
@@ -171,7 +178,8 @@ async def fixed_rate(
         nonlocal errors, busy
         due = start + i / rate
         await asyncio.sleep(max(0.0, due - time.perf_counter()))
-        status, payload = await conns.post("/api/v1/generate", {"upper": lines[i % len(lines)], "n": 5})
+        body = {"upper": lines[i % len(lines)], "n": 5, **(extra or {})}
+        status, payload = await conns.post("/api/v1/generate", body)
         latencies.append(time.perf_counter() - due)
         errors += not (status == 200 and json.loads(payload)["candidates"])
         busy += status == 503
@@ -269,6 +277,30 @@ def wait_idle(url: str, timeout: float = 120) -> None:
             return
 
 
+def ladder(
+    url: str,
+    port: int,
+    lines: list[str],
+    rates: list[float],
+    seconds: float,
+    results: dict[str, object],
+    prefix: str,
+    extra: dict[str, object] | None = None,
+) -> float:
+    """Fixed rates from the highest down until one is met; its figures go into ``results``."""
+    sustained = 0.0
+    for i, rate in enumerate(rates):
+        wait_idle(url)
+        part = lines[(i * 500) % len(lines) :] + lines  # fresh lines for each phase
+        figures = asyncio.run(fixed_rate(port, part, rate, seconds, extra=extra))
+        results.update({f"{prefix}at{rate:g}_{k}": v for k, v in figures.items() if k != "requests"})
+        if met(figures):
+            sustained = rate
+            break
+    results[f"{prefix}sustained_rps"] = sustained
+    return sustained
+
+
 def run(args: Any) -> dict[str, object]:
     quick = bool(getattr(args, "quick", False))
     rates = [100.0, 50.0, 25.0, 12.0, 6.0] if quick else [100.0, 70.0, 50.0, 35.0, 25.0, 18.0, 12.0, 8.0, 5.0]
@@ -292,16 +324,9 @@ def run(args: Any) -> dict[str, object]:
                 "load_average_1min": os.getloadavg()[0],  # other work on the machine skews every figure
                 "distinct_lines": float(len(lines)),
             }
-            sustained = 0.0
-            for i, rate in enumerate(rates):
-                wait_idle(url)
-                part = lines[(i * 500) % len(lines) :] + lines  # fresh lines for each phase
-                figures = asyncio.run(fixed_rate(port, part, rate, seconds))
-                results.update({f"at{rate:g}_{k}": v for k, v in figures.items() if k != "requests"})
-                if met(figures):
-                    sustained = rate
-                    break
-            results["sustained_rps"] = sustained
+            sustained = ladder(url, port, lines, rates, seconds, results, "")
+            if info.get("fast_mode"):  # the same ladder for requests in the fast mode
+                ladder(url, port, lines[::-1], rates, seconds, results, "fast_", {"fast": True})
             wait_idle(url)
             reload_rate = sustained or rates[-1]
             figures = asyncio.run(fixed_rate(port, lines[::-1], reload_rate, max(seconds, 8.0), model))
