@@ -72,6 +72,7 @@ class DecodeOptions:
     three_level_weight: float = 1.0  # cost of a level tone that makes a 三平尾
     score_end: bool = False  # one more model step for log P(end of sequence) after the line
     fast: bool = False  # with a proposer: search its one-pass lattice, rescore (faster, lower BLEU)
+    ensemble_weight: float = 0.0  # with a proposer: its log-probabilities' weight in the normal search
     proposals: int = 40  # fast mode: how many candidates the proposer's search hands to the rescoring
     proposer_weight: float = 0.0  # with a proposer: weight of its log-probability in the final score
 
@@ -336,6 +337,8 @@ class Decoder:
         src = torch.tensor([self.vocab.encode(p.upper) for p in plans])  # (N, L)
         if self.proposer is None or not options.fast:
             beam = options.beam
+            if self.proposer is not None and options.ensemble_weight:
+                table = self._with_tagger(table, src, options.ensemble_weight)
             tokens, search, logp = beam_search(self.model, src, table, stepwise, beam, options.score_end)
         else:
             beam = max(options.beam, options.proposals)
@@ -345,6 +348,16 @@ class Decoder:
         return [
             self._result(plan, tokens[n], search[n], per_token[n], options) for n, plan in enumerate(plans)
         ]
+
+    @torch.inference_mode()
+    def _with_tagger(self, table: Tensor, src: Tensor, weight: float) -> Tensor:
+        """The rule table plus ``weight`` times the tagger's one-pass log-probabilities at
+        each position: a second opinion on every step for the price of one encoder pass."""
+        proposer = cast(CoupletTagger, self.proposer)
+        lattice = F.log_softmax(proposer.encode(src).float(), dim=-1)  # (N, L, V)
+        out = table.clone()
+        out[:, : lattice.size(1)] += weight * lattice
+        return out
 
     def _rescore(
         self, src: Tensor, tokens: Tensor, search: Tensor, logp: Tensor, options: DecodeOptions

@@ -245,6 +245,8 @@ def decode_options(args: argparse.Namespace) -> Any:
         opts["three_level_weight"] = args.three_level_weight
     if args.fast:
         opts["fast"] = True
+    if args.ensemble_weight is not None:
+        opts["ensemble_weight"] = args.ensemble_weight
     if args.proposals is not None:
         opts["proposals"] = args.proposals
     if args.proposer_weight is not None:
@@ -292,6 +294,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--fast", action="store_true", help="fast mode: the proposer's candidates, rescored by the model"
     )
     p.add_argument("--proposals", type=int, default=None, help="fast mode: candidates rescored")
+    p.add_argument(
+        "--ensemble-weight", type=float, default=None, help="the proposer's weight inside the normal search"
+    )
     p.add_argument("--proposer-weight", type=float, default=None, help="fast mode: the proposer's weight")
     return p.parse_args(argv)
 
@@ -312,7 +317,7 @@ def main(argv: list[str] | None = None) -> int:
             proposer = load_proposer(args.proposer, vocab)
         if args.fast and proposer is None:
             raise ValueError("--fast needs a proposer: a bundle with proposer.pt, or --proposer PATH")
-        if not args.fast or args.greedy:
+        if not (args.fast or args.ensemble_weight) or args.greedy:
             proposer = None
         train_path = folder / "train.tsv"
         from model.train import read_tsv
