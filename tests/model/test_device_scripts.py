@@ -8,7 +8,6 @@ import os
 import shutil
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -62,7 +61,6 @@ def test_prepare_train_finish_chain_bundles_a_model_with_its_proposer(
     assert prep.returncode == 0, prep.stdout + prep.stderr
     assert (carry / "train.tsv.xz").is_file() and not (carry / "train.tsv").exists()
 
-    t0 = time.time()
     train = script(
         "device_train.sh",
         OUT=str(out),
@@ -77,7 +75,6 @@ def test_prepare_train_finish_chain_bundles_a_model_with_its_proposer(
         DEVICE_TRAIN_ARGS=" ".join(["--max-steps 40", *(f"--set {o}" for o in SETS)]),
     )
     assert train.returncode == 0, train.stdout + train.stderr
-    assert time.time() - t0 < 4 * 60 + 60
     files = [p for p in out.rglob("*") if p.is_file()]
     assert len(files) <= 8 and all(p.stat().st_size <= LIMIT for p in files)
     assert len(list(out.glob("run.tar.part-*"))) >= 2 and (out / "device_train.log").is_file()
