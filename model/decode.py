@@ -72,7 +72,7 @@ class DecodeOptions:
     three_level_weight: float = 1.0  # cost of a level tone that makes a 三平尾
     score_end: bool = False  # one more model step for log P(end of sequence) after the line
     fast: bool = False  # with a proposer: search its one-pass lattice, rescore (faster, lower BLEU)
-    ensemble_weight: float = 0.0  # with a proposer: its log-probabilities' weight in the normal search
+    ensemble_weight: float = 1.0  # with a proposer: its log-probabilities' weight in the normal search
     proposals: int = 40  # fast mode: how many candidates the proposer's search hands to the rescoring
     proposer_weight: float = 0.0  # with a proposer: weight of its log-probability in the final score
 

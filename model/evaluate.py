@@ -288,7 +288,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--proposer",
         type=Path,
         default=None,
-        help="an encoder-only tagger (checkpoint or bundle) for the fast mode (default: the bundle's)",
+        help="an encoder-only tagger (checkpoint or bundle) beside the model (default: the bundle's)",
+    )
+    p.add_argument(
+        "--no-proposer", action="store_true", help="the model alone, without the bundle's proposer"
     )
     p.add_argument(
         "--fast", action="store_true", help="fast mode: the proposer's candidates, rescored by the model"
@@ -317,7 +320,7 @@ def main(argv: list[str] | None = None) -> int:
             proposer = load_proposer(args.proposer, vocab)
         if args.fast and proposer is None:
             raise ValueError("--fast needs a proposer: a bundle with proposer.pt, or --proposer PATH")
-        if not (args.fast or args.ensemble_weight) or args.greedy:
+        if args.no_proposer or args.greedy:
             proposer = None
         train_path = folder / "train.tsv"
         from model.train import read_tsv

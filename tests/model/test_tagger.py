@@ -118,11 +118,31 @@ def test_proposer_locks_and_required_characters(dvocab: Vocab) -> None:
         assert c.text[2] == "春" and "月" in c.text and check("海纳百川有容乃大", c.text).hard_ok
 
 
-def test_without_fast_mode_the_proposer_is_not_used(dvocab: Vocab) -> None:
+def test_ensemble_weight_zero_is_the_model_alone(dvocab: Vocab) -> None:
     s2s, tagger = random_models(dvocab)
     plain = Decoder(s2s, dvocab).generate("海纳百川有容乃大", DecodeOptions(n_best=5))
-    mixed = Decoder(s2s, dvocab, proposer=tagger).generate("海纳百川有容乃大", DecodeOptions(n_best=5))
-    assert mixed == plain
+    options = DecodeOptions(n_best=5, ensemble_weight=0.0)
+    assert Decoder(s2s, dvocab, proposer=tagger).generate("海纳百川有容乃大", options) == plain
+
+
+def test_ensemble_steers_the_search_but_scores_stay_the_models(dvocab: Vocab) -> None:
+    s2s, tagger = random_models(dvocab)
+    word = "金木水火土日月星辰云"
+    with torch.no_grad():  # a tagger sure of the word's characters at every position
+        tagger.enc_norm.weight.zero_()
+        tagger.enc_norm.bias.fill_(1.0)
+        tagger.head.weight = torch.nn.Parameter(torch.zeros_like(tagger.head.weight))
+        for rank, ch in enumerate(word):
+            tagger.head.weight[dvocab.encode(ch)[0]] = (30.0 - rank) / tagger.cfg.d_model
+    upper = "春风得意"
+    result = Decoder(s2s, dvocab, proposer=tagger).generate(
+        upper, DecodeOptions(n_best=4, ensemble_weight=2.0)
+    )
+    src = torch.tensor([dvocab.encode(upper)])
+    for c in result.candidates:
+        assert set(c.text) <= set(word) and check(upper, c.text).hard_ok
+        exact = float(rescore(s2s, src, torch.tensor([[dvocab.encode(c.text)]]))[0, 0]) / len(upper)
+        assert c.score == pytest.approx(exact, abs=1e-4)
 
 
 def test_a_proposer_needs_an_encoder_decoder_to_rescore(dvocab: Vocab) -> None:

@@ -169,7 +169,7 @@ def test_fast_mode_takes_the_bundles_proposer(tmp_path: Path, vocab, known_pairs
     assert len(fast) == 5 and all(set(cand["text"]) <= set(word) for cand in fast)
     assert all(check(upper, cand["text"]).hard_ok and cand["report"]["hard_ok"] for cand in fast)
     assert [cand["score"] for cand in fast] == sorted((cand["score"] for cand in fast), reverse=True)
-    assert not all(set(cand["text"]) <= set(word) for cand in normal)  # the default ignores the proposer
+    assert normal and all(cand["report"]["hard_ok"] for cand in normal)
 
 
 def test_fast_mode_without_a_proposer_is_the_normal_search(client: TestClient) -> None:
