@@ -85,18 +85,19 @@ def training_summary(train_dir: Path | None) -> dict[str, Any]:
 
 
 LATENCY_VARIANTS = (
-    ("", "encoder-decoder beam search, fp32"),
-    ("int8_", "encoder-decoder beam search, int8"),
-    ("proposer_", "proposer + rescoring, fp32"),
-    ("proposer_int8_", "proposer + rescoring, int8"),
+    ("", "normal search (the encoder-decoder, with the bundled tagger), fp32"),
+    ("int8_", "normal search, int8"),
+    ("fast_", "fast mode (tagger proposals rescored), fp32"),
+    ("fast_int8_", "fast mode, int8"),
+    ("model_only_", "the encoder-decoder alone, fp32"),
 )
 
 
-def served_variant(has_proposer: bool) -> str:
-    """The decode benchmark's key prefix for what `make serve` runs by default on this bundle."""
+def served_variant() -> str:
+    """The decode benchmark's key prefix for what `make serve` runs by default."""
     from model.bundle import SERVE_INT8
 
-    return ("proposer_" if has_proposer else "") + ("int8_" if SERVE_INT8 else "")
+    return "int8_" if SERVE_INT8 else ""
 
 
 def goals(ev: dict[str, Any], size_mb: float, bench: dict[str, Any], variant: str = "") -> list[Goal]:
@@ -235,7 +236,7 @@ def render(
     size = bundle_size_mb(bundle)
     tr = training_summary(train_dir)
     cfg = meta.get("model_config", {})
-    variant = served_variant((bundle / "proposer.pt").is_file())
+    variant = served_variant()
     lines = [
         "# Model card: duilian default couplet model",
         "",
