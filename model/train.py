@@ -370,10 +370,19 @@ def finish(
             if proposer is not None:  # the fast mode's figures beside the default's
                 from model.decode import DecodeOptions
 
-                fast = evaluate_files(
-                    model, vocab, folder, limit or None, lowers, DecodeOptions(fast=True), proposer=proposer
-                )
-                ev["fast_mode"] = fast["summary"]
+                try:
+                    fast = evaluate_files(
+                        model,
+                        vocab,
+                        folder,
+                        limit or None,
+                        lowers,
+                        DecodeOptions(fast=True),
+                        proposer=proposer,
+                    )
+                    ev["fast_mode"] = fast["summary"]
+                except Exception as e:
+                    print(f"warning: fast-mode evaluation failed ({type(e).__name__}: {e})")
             (out / "eval.json").write_text(json.dumps(ev, ensure_ascii=False, indent=1), encoding="utf-8")
     if args.no_export:
         return
