@@ -26,7 +26,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from model.transformer import EOS_ID, PAD_ID, EncoderLayer, ModelConfig
+from model.transformer import EOS_ID, PAD_ID, EncoderLayer, ModelConfig, init_weights
 
 if TYPE_CHECKING:
     from model.batching import Batch
@@ -57,23 +57,8 @@ class CoupletTagger(nn.Module):
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
-        # As in CoupletTransformer: small unscaled embeddings, scaled residual projections.
-        for m in self.modules():
-            if isinstance(m, nn.Linear):
-                nn.init.normal_(m.weight, std=0.02)
-                if m.bias is not None:
-                    nn.init.zeros_(m.bias)
-        nn.init.normal_(self.embed.weight, std=0.02)
-        nn.init.normal_(self.src_pos.weight, std=0.02)
-        with torch.no_grad():
-            self.embed.weight[PAD_ID].zero_()
-        if self.cfg.tie_embeddings:
-            self.head.weight = self.embed.weight
-        scale = 0.02 / (2 * max(1, self.cfg.n_enc_layers)) ** 0.5
-        for layer in self.encoder:
-            for name, p in layer.named_parameters():
-                if name.endswith("out.weight") or name.endswith("ff.3.weight"):
-                    nn.init.normal_(p, std=scale)
+        tie = self.head if self.cfg.tie_embeddings else None
+        init_weights(self, [self.embed], [self.src_pos], list(self.encoder), tie)
 
     def num_parameters(self) -> int:
         return sum(p.numel() for p in self.parameters())

@@ -151,6 +151,41 @@ class DecoderCache:
         return DecoderCache([c.select(index) for c in self.layers], self.mem_mask.index_select(0, index), al)
 
 
+def init_weights(
+    model: nn.Module,
+    tokens: list[nn.Embedding],
+    positions: list[nn.Embedding],
+    layers: list[nn.Module],
+    tied_head: nn.Linear | None,
+) -> None:
+    """Initialise a couplet model (the encoder-decoder, or the tagger of model/tagger.py).
+
+    Small embeddings (std 0.02) used unscaled, as in GPT-2: with N(0, 1/d) embeddings times
+    sqrt(d), the tied output layer scores the input token sqrt(d) above the rest and the
+    untrained model bets on repeating its input (initial loss ~14 instead of ln V ~ 9);
+    scaling the logits by 1/sqrt(d) instead (T5) fixed the start but stalled learning.
+    Residual projections get std 0.02 / sqrt(2 * layers); ``tied_head`` shares the first
+    token table."""
+    for m in model.modules():
+        if isinstance(m, nn.Linear):
+            nn.init.normal_(m.weight, std=0.02)
+            if m.bias is not None:
+                nn.init.zeros_(m.bias)
+    for emb in tokens:
+        nn.init.normal_(emb.weight, std=0.02)
+        with torch.no_grad():
+            emb.weight[PAD_ID].zero_()
+    for emb in positions:
+        nn.init.normal_(emb.weight, std=0.02)
+    if tied_head is not None:
+        tied_head.weight = tokens[0].weight
+    scale = 0.02 / math.sqrt(2 * max(1, len(layers)))
+    for layer in layers:
+        for name, p in layer.named_parameters():
+            if name.endswith("out.weight") or name.endswith("ff.3.weight"):
+                nn.init.normal_(p, std=scale)
+
+
 class CoupletTransformer(nn.Module):
     def __init__(self, cfg: ModelConfig) -> None:
         super().__init__()
@@ -169,28 +204,9 @@ class CoupletTransformer(nn.Module):
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
-        # Small embeddings (std 0.02) used unscaled, as in GPT-2: with N(0, 1/d) embeddings times
-        # sqrt(d), the tied output layer scores the input token sqrt(d) above the rest and the
-        # untrained model bets on repeating its input (initial loss ~14 instead of ln V ~ 9);
-        # scaling the logits by 1/sqrt(d) instead (T5) fixed the start but stalled learning.
-        for m in self.modules():
-            if isinstance(m, nn.Linear):
-                nn.init.normal_(m.weight, std=0.02)
-                if m.bias is not None:
-                    nn.init.zeros_(m.bias)
-        for emb in (self.embed, self.tgt_embed):
-            nn.init.normal_(emb.weight, std=0.02)
-            with torch.no_grad():
-                emb.weight[PAD_ID].zero_()
-        for emb in (self.src_pos, self.tgt_pos):
-            nn.init.normal_(emb.weight, std=0.02)
-        if self.cfg.tie_embeddings:
-            self.head.weight = self.embed.weight
-        scale = 0.02 / math.sqrt(2 * (self.cfg.n_enc_layers + self.cfg.n_dec_layers))
-        for layer in [*self.encoder, *self.decoder]:
-            for name, p in layer.named_parameters():
-                if name.endswith("out.weight") or name.endswith("ff.3.weight"):
-                    nn.init.normal_(p, std=scale)
+        layers = [*self.encoder, *self.decoder]
+        tie = self.head if self.cfg.tie_embeddings else None
+        init_weights(self, [self.embed, self.tgt_embed], [self.src_pos, self.tgt_pos], layers, tie)
 
     def decoder_layers(self) -> list[DecoderLayer]:
         return [cast(DecoderLayer, layer) for layer in self.decoder]
