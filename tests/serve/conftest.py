@@ -69,31 +69,27 @@ def tiny_tagger(vocab: Vocab, word: str) -> CoupletTagger:
     )  # fmt: skip
     torch.manual_seed(0)
     tagger = CoupletTagger(cfg).eval()
-    with torch.no_grad():
-        u = torch.ones(cfg.d_model)
-        tagger.enc_norm.weight.zero_()
-        tagger.enc_norm.bias.copy_(u)
-        tagger.head.weight.zero_()
-        for rank, ch in enumerate(word):
-            tagger.head.weight[vocab.encode(ch)[0]] = (12.0 - rank) * u / u.dot(u)
+    favour_outputs(tagger.enc_norm, tagger.head, vocab, word)
     return tagger
 
 
 def favour(model: CoupletTransformer, vocab: Vocab, word: str) -> CoupletTransformer:
-    """Make every step's logits favour the characters of ``word``, in order, over all others.
-
-    The decoder's final norm is made to output one constant vector u, and the output rows
-    of the word's characters are set so their logits are 12, 11, ... while every other
-    logit is 0: a model that would answer with ``word`` where the rules let it.
-    """
-    with torch.no_grad():
-        u = torch.ones(model.cfg.d_model)
-        model.dec_norm.weight.zero_()
-        model.dec_norm.bias.copy_(u)
-        model.head.weight.zero_()
-        for rank, ch in enumerate(word):
-            model.head.weight[vocab.encode(ch)[0]] = (12.0 - rank) * u / u.dot(u)
+    """Make every step's logits favour the characters of ``word``, in order, over all others:
+    a model that would answer with ``word`` where the rules let it."""
+    favour_outputs(model.dec_norm, model.head, vocab, word)
     return model
+
+
+def favour_outputs(norm: torch.nn.LayerNorm, head: torch.nn.Linear, vocab: Vocab, word: str) -> None:
+    """The final norm is made to output one constant vector u, and the output rows of the
+    word's characters are set so their logits are 12, 11, ... while every other logit is 0."""
+    with torch.no_grad():
+        u = torch.ones(norm.weight.numel())
+        norm.weight.zero_()
+        norm.bias.copy_(u)
+        head.weight.zero_()
+        for rank, ch in enumerate(word):
+            head.weight[vocab.encode(ch)[0]] = (12.0 - rank) * u / u.dot(u)
 
 
 @pytest.fixture(scope="session")
