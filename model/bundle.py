@@ -146,13 +146,12 @@ def load_bundle(path: str | os.PathLike[str], dtype: torch.dtype = torch.float32
         _read_text(root / MODEL_CARD),
         _read_text(root / DATA_CARD),
         ev,
-        _load_proposer(root / PROPOSER_FILE, vocab, dtype),
+        load_proposer(root / PROPOSER_FILE, vocab, dtype) if (root / PROPOSER_FILE).is_file() else None,
     )
 
 
-def _load_proposer(path: Path, vocab: Vocab, dtype: torch.dtype) -> CoupletTagger | None:
-    if not path.is_file():
-        return None
+def load_proposer(path: Path, vocab: Vocab, dtype: torch.dtype = torch.float32) -> CoupletTagger:
+    """The tagger in checkpoint ``path``; ValueError unless it is one, on ``vocab``."""
     model, its_vocab, _ = load_model(path, dtype)
     if not isinstance(model, CoupletTagger):
         raise ValueError(f"{path}: a proposer must be an encoder-only tagger, not {type(model).__name__}")

@@ -143,7 +143,7 @@ def evaluate_files(
     proposer: Any = None,
 ) -> dict[str, Any]:
     """Decode the test set once; score it whole and its leak-free part (perplexity is the
-    model's; with a ``proposer``, the lines are its proposals rescored by the model)."""
+    model's; a ``proposer`` is the tagger the decoder uses, see ``DecodeOptions``)."""
     from model.train import read_tsv
 
     tone_mode = getattr(options, "tone_mode", "modern")
@@ -220,12 +220,10 @@ def load_any(path: Path) -> tuple[Any, Vocab, Any]:
 
 def load_proposer(path: Path, vocab: Vocab) -> Any:
     """An encoder-only tagger from a checkpoint (or a bundle's model), on the same vocabulary."""
-    model, its_vocab, _ = load_any(path)
-    if getattr(model.cfg, "kind", "") != "tagger":
-        raise ValueError(f"{path}: a proposer must be an encoder-only tagger (model kind 'tagger')")
-    if its_vocab.to_bytes() != vocab.to_bytes():
-        raise ValueError(f"{path}: the proposer's vocabulary differs from the model's")
-    return model
+    from model.bundle import MODEL_FILE
+    from model.bundle import load_proposer as load
+
+    return load(path / MODEL_FILE if path.is_dir() else path, vocab)
 
 
 def decode_options(args: argparse.Namespace) -> Any:

@@ -30,6 +30,7 @@ from data.paths import corpus_dir, data_dir, default_model_dir, work_dir
 from data.vocab import Vocab
 from model.batching import Batch, bucket_batches, collate
 from model.bundle import export_bundle, install_bundle
+from model.bundle import load_proposer as bundle_proposer
 from model.card import write_card
 from model.checkpoint import CoupletModel, build_model, load_model, save
 from model.greedy import greedy
@@ -317,12 +318,11 @@ def run_checkpoint(path: Path) -> Path:
 
 
 def load_proposer(path: Path, vocab: Vocab) -> CoupletTagger:
-    model, its_vocab, _ = load_model(run_checkpoint(path))
-    if not isinstance(model, CoupletTagger):
-        raise UsageError(f"{path}: a proposer must be an encoder-only tagger (model kind 'tagger')")
-    if its_vocab.to_bytes() != vocab.to_bytes():
-        raise UsageError(f"{path}: the proposer was trained on another vocabulary")
-    return model
+    """``model.bundle.load_proposer`` of a run folder's best checkpoint (or a checkpoint file)."""
+    try:
+        return bundle_proposer(run_checkpoint(path), vocab)
+    except ValueError as e:
+        raise UsageError(str(e)) from e
 
 
 def train_proposer(args: argparse.Namespace, d: Dist, preset: dict[str, Any], out: Path) -> Path | None:
