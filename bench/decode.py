@@ -7,9 +7,11 @@ Upper lines come from the wb14123 test set when the corpus is present, else from
 fixtures. Goal (BENCHMARKS.md): p50 <= 15 ms, p99 <= 50 ms on a 2-core machine.
 
 Five decoders: the served one (the encoder-decoder's beam search with the bundle's tagger as
-a second opinion, fp32), the same in int8, the fast mode (the tagger's one-pass proposals
-rescored by the encoder-decoder; fp32, int8), and the encoder-decoder alone. Without a
-bundled tagger, a random one of the ``tagger`` preset's size stands in (same cost).
+a second opinion and its shortlist of tokens for the output layer, in ``SERVE_INT8``'s
+precision), the same without the shortlist, the same in the other precision, the fast mode
+(the tagger's one-pass proposals rescored by the encoder-decoder), and the encoder-decoder
+alone (fp32, every token scored). Without a bundled tagger, a random one of the ``tagger``
+preset's size stands in (same cost).
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ import torch
 
 from data.paths import ROOT, corpus_dir, data_dir, default_model_dir
 from data.vocab import Vocab
+from model.bundle import SERVE_INT8
 from model.decode import ConstraintError, DecodeOptions, Decoder
 from model.tagger import CoupletTagger
 from model.transformer import CoupletTransformer, ModelConfig
@@ -110,16 +113,14 @@ def run(args: argparse.Namespace) -> dict[str, object]:
     proposer, proposer_kind = proposer_for(decoder)
     decoder.proposer = None
     model = cast(CoupletTransformer, decoder.model)
-    full, int8 = (
-        Decoder(model, decoder.vocab, proposer=proposer),
-        Decoder(model, decoder.vocab, True, proposer),
-    )
-    normal, fast = DecodeOptions(n_best=10), DecodeOptions(n_best=10, fast=True)
+    served = Decoder(model, decoder.vocab, SERVE_INT8, proposer)
+    other = Decoder(model, decoder.vocab, not SERVE_INT8, proposer)
+    normal = DecodeOptions(n_best=10)
     variants = {
-        "": (full, normal),
-        "int8_": (int8, normal),
-        "fast_": (full, fast),
-        "fast_int8_": (int8, fast),
+        "": (served, normal),
+        "full_vocab_": (served, replace(normal, shortlist=0)),
+        "fp32_" if SERVE_INT8 else "int8_": (other, normal),
+        "fast_": (served, replace(normal, fast=True)),
         "model_only_": (decoder, normal),
     }
     uppers, source = upper_lines()
@@ -128,6 +129,7 @@ def run(args: argparse.Namespace) -> dict[str, object]:
     spring = [u for u in uppers[:400] if feasible(decoder, u, first)]
     batch = uppers[: 300 if quick else 1000]
     figures: dict[str, object] = {"model": model_kind, "lines_from": source, "requests": n}
+    figures["served_int8"] = SERVE_INT8
     figures["proposer"] = proposer_kind
     figures["params_m"] = round(sum(p.numel() for p in decoder.model.parameters()) / 1e6, 2)
     torch.set_num_threads(1)  # one thread per request: the service runs decodes side by side
@@ -138,7 +140,7 @@ def run(args: argparse.Namespace) -> dict[str, object]:
             figures[f"{name}latency_p99_ms"] = round(percentile(wall, 0.99), 2)
             figures[f"{name}latency_cpu_p50_ms"] = round(statistics.median(cpu), 2)
             figures[f"{name}latency_cpu_p99_ms"] = round(percentile(cpu, 0.99), 2)
-        wall, cpu = latencies(full, spring[: 30 if quick else 200], first)
+        wall, cpu = latencies(served, spring[: 30 if quick else 200], first)
         figures["required_first_latency_cpu_p50_ms"] = round(statistics.median(cpu), 2)
         for name, (dec, options) in variants.items():
             start = time.perf_counter()

@@ -30,7 +30,7 @@ from model.tagger import CoupletTagger
 
 MODEL_FILE, FINGERPRINTS_FILE, SENSITIVE_FILE = "model.pt", "fingerprints.npy", "sensitive.npy"
 PROPOSER_FILE = "proposer.pt"
-SERVE_INT8 = False  # how `make serve` decodes a bundle by default (serve.settings reads it)
+SERVE_INT8 = True  # how `make serve` decodes a bundle by default (serve.settings, model.evaluate read it)
 MODEL_CARD, DATA_CARD, EVAL_FILE = "MODEL_CARD.md", "DATA_CARD.md", "eval.json"
 
 

@@ -24,7 +24,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from data.text import is_punct
-from data.vocab import BOS_ID, Vocab
+from data.vocab import BOS_ID, PAD_ID, Vocab
 from model.constraints import (
     NEG_INF,
     ConstraintError,
@@ -69,12 +69,13 @@ class DecodeOptions:
     required_first: str | None = None  # 藏头: the first character
     required_chars: str = ""  # 嵌字: each must appear somewhere
     rhythm_weight: float = 1.0  # cost of an unopposed tone at a rhythm position
-    three_level_weight: float = 1.0  # cost of a level tone that makes a 三平尾
+    three_level_weight: float = 2.0  # cost of a level tone that makes a 三平尾
     score_end: bool = False  # one more model step for log P(end of sequence) after the line
     fast: bool = False  # with a proposer: search its one-pass lattice, rescore (faster, lower BLEU)
     ensemble_weight: float = 1.0  # with a proposer: its log-probabilities' weight in the normal search
     proposals: int = 40  # fast mode: how many candidates the proposer's search hands to the rescoring
     proposer_weight: float = 0.0  # with a proposer: weight of its log-probability in the final score
+    shortlist: int = 32  # with a proposer: the output layer scores only its top-k of each position (0: all)
 
     @property
     def beam(self) -> int:
@@ -84,7 +85,7 @@ class DecodeOptions:
 @dataclass(frozen=True)
 class Candidate:
     text: str
-    score: float  # model log-probability per token (the L characters, and the end if scored)
+    score: float  # model log-probability per token (L characters, the end if scored), over the shortlist
     report: dict[str, bool | float | None]  # model.rules.check(...).as_dict()
 
 
@@ -118,12 +119,14 @@ def beam_search(
     step_rules: Sequence[object],
     beam: int,
     score_end: bool = True,
+    shortlist: Shortlist | None = None,
 ) -> tuple[Tensor, Tensor, Tensor]:
     """Fixed-length beam search: src (N, S), table (N, L+1, V) -> tokens (N, K, L),
     search scores (N, K) (log-probs plus preferences), model log-probs (N, K).
 
     Without ``score_end`` the search stops after the L characters: the end of sequence,
-    forced at L, is then not scored (it saves a whole model step)."""
+    forced at L, is then not scored (it saves a whole model step). With a ``shortlist``
+    the output layer runs on its tokens only (the rest of the vocabulary is impossible)."""
     n, steps, v = table.shape
     length = steps - 1
     steps = steps if score_end else length
@@ -137,13 +140,18 @@ def beam_search(
     normalised = getattr(model, "steps_are_log_probs", False)  # the tagger's lattice is
     for pos in range(steps):
         row = torch.arange(n).repeat_interleave(width)  # (B,) the request of each row
-        logp = model.step(cache, prev, pos).float()  # (B, V)
-        logp = logp if normalised else F.log_softmax(logp, dim=-1)
+        if shortlist is not None:
+            logp = shortlist.log_probs(cast(CoupletTransformer, model).step_states(cache, prev, pos), v)
+        else:
+            logp = model.step(cache, prev, pos).float()  # (B, V)
+            logp = logp if normalised else F.log_softmax(logp, dim=-1)
         scores = (logp.view(n, width, v) + table[:, None, pos]).view(n * width, v)
         for rule in step_rules:
             scores = rule(scores, Step(pos, tokens, row))  # type: ignore[operator]
         total = scores.view(n, width, v).add_(search[:, :, None]).view(n, width * v)  # (N, width*V)
-        if banked is None:
+        if banked is None and shortlist is not None:  # only the listed columns can be live
+            search, flat = shortlist.topk(total.view(n, width, v), beam)
+        elif banked is None:
             search, flat = total.topk(min(beam, width * v), dim=1)  # (N, K)
         else:
             bank = banked.banks(Step(pos, tokens, row), v).view(n, width * v)
@@ -157,6 +165,48 @@ def beam_search(
         width, prev = search.size(1), tok
     k = search.size(1)
     return tokens[:, :length].reshape(n, k, length), search, logp_sum.view(n, k)
+
+
+@dataclass(frozen=True)
+class Shortlist:
+    """Per request, the tokens the output layer scores: ids (N, M) (PAD where a request has
+    fewer) and their rows of the output layer, transposed, weight (N, d, M). Log-probabilities
+    are normalised over the shortlist: the mass left out (the tokens no position's proposer
+    ranked high) is taken as nothing."""
+
+    ids: Tensor
+    weight: Tensor
+
+    @classmethod
+    def build(cls, ids: list[list[int]], head: Tensor) -> Shortlist:
+        width = max(len(row) for row in ids)
+        padded = torch.tensor([row + [PAD_ID] * (width - len(row)) for row in ids])  # (N, M)
+        return cls(padded, head[padded].transpose(1, 2).contiguous())
+
+    def log_probs(self, states: Tensor, size: int) -> Tensor:
+        """states (B, d) of B = N*width rows -> log-probabilities (B, V), -inf off the list."""
+        n, _, m = self.weight.shape
+        width = states.size(0) // n
+        logits = torch.bmm(states.float().view(n, width, -1), self.weight)  # (N, width, M)
+        logits.masked_fill_((self.ids == PAD_ID)[:, None], NEG_INF)
+        out = torch.full((n, width, size), NEG_INF)
+        out.scatter_(2, self.ids[:, None].expand(n, width, m), logits.log_softmax(-1))
+        return out.view(n * width, size)
+
+    def topk(self, total: Tensor, k: int) -> tuple[Tensor, Tensor]:
+        """``total.view(N, -1).topk(k)`` for scores total (N, width, V) that are -inf off the
+        list, looking at the listed columns only -> scores (N, k), indices into width*V.
+        Always k columns, as over the whole vocabulary (the search keeps its width after the
+        first step): with fewer listed candidates, the rest are dead (-inf)."""
+        n, width, v = total.shape
+        m = self.ids.size(1)
+        listed = total.gather(2, self.ids[:, None].expand(n, width, m)).view(n, width * m)
+        search, pick = listed.topk(min(k, width * m), dim=1)  # (N, <=k)
+        if pick.size(1) < k:
+            short = k - pick.size(1)
+            search = torch.cat([search, search.new_full((n, short), NEG_INF)], 1)
+            pick = torch.cat([pick, pick.new_zeros((n, short))], 1)
+        return search, (pick // m) * v + self.ids.gather(1, pick % m)
 
 
 def allocate(total: Tensor, bank: Tensor, k: int, n_banks: int) -> tuple[Tensor, Tensor]:
@@ -274,10 +324,13 @@ class Decoder:
         ``proposer``: an encoder-only model for the fast mode (``DecodeOptions.fast``): the
         rule-bound search runs over its one-pass distributions (no decoder steps), and
         ``model`` rescores its ``proposals`` best lines in one teacher-forced pass, which
-        decides the order. Without ``fast`` (or without a proposer) the search runs on the
-        encoder-decoder's own steps."""
+        decides the order. Without ``fast`` the search runs on the encoder-decoder's own
+        steps, with the proposer's one-pass log-probabilities as a second opinion
+        (``ensemble_weight``) and its top tokens as the shortlist the output layer scores
+        (``shortlist``; the shortlisted output layer stays fp32)."""
         if proposer is not None and not isinstance(model, CoupletTransformer):
             raise ValueError("a proposer's candidates are rescored by an encoder-decoder model")
+        self.head_weight = model.head.weight.detach() if proposer is not None else torch.empty(0)
         self.model = quantized(model) if int8 else model.eval()
         self.proposer = None if proposer is None else quantized(proposer) if int8 else proposer.eval()
         self.vocab = vocab
@@ -337,9 +390,16 @@ class Decoder:
         src = torch.tensor([self.vocab.encode(p.upper) for p in plans])  # (N, L)
         if self.proposer is None or not options.fast:
             beam = options.beam
-            if self.proposer is not None and options.ensemble_weight:
-                table = self._with_tagger(table, src, options.ensemble_weight)
-            tokens, search, logp = beam_search(self.model, src, table, stepwise, beam, options.score_end)
+            shortlist = None
+            if self.proposer is not None and (options.ensemble_weight or options.shortlist):
+                table, shortlist = self._with_tagger(plans, table, src, options)
+            tokens, search, logp = beam_search(
+                self.model, src, table, stepwise, beam, options.score_end, shortlist
+            )
+            if shortlist is not None and not torch.isfinite(search[:, 0]).all():
+                # A request the shortlist left without a line (its tokens all ruled out
+                # somewhere): the batch again over the whole vocabulary.
+                tokens, search, logp = beam_search(self.model, src, table, stepwise, beam, options.score_end)
         else:
             beam = max(options.beam, options.proposals)
             tokens, search, logp = beam_search(self.proposer, src, table, stepwise, beam, options.score_end)
@@ -350,14 +410,27 @@ class Decoder:
         ]
 
     @torch.inference_mode()
-    def _with_tagger(self, table: Tensor, src: Tensor, weight: float) -> Tensor:
-        """The rule table plus ``weight`` times the tagger's one-pass log-probabilities at
-        each position: a second opinion on every step for the price of one encoder pass."""
+    def _with_tagger(
+        self, plans: list[Plan], table: Tensor, src: Tensor, options: DecodeOptions
+    ) -> tuple[Tensor, Shortlist | None]:
+        """The rule table plus ``ensemble_weight`` times the tagger's one-pass log-probabilities
+        at each position (a second opinion on every step for the price of one encoder pass),
+        and with ``options.shortlist`` the tokens the tagger ranks in its top k at some
+        position, among those the rules allow there (with the required characters and EOS)."""
         proposer = cast(CoupletTagger, self.proposer)
         lattice = F.log_softmax(proposer.encode(src).float(), dim=-1)  # (N, L, V)
+        length = lattice.size(1)
         out = table.clone()
-        out[:, : lattice.size(1)] += weight * lattice
-        return out
+        out[:, :length] += options.ensemble_weight * lattice
+        if not options.shortlist:
+            return out, None
+        ranked = table[:, :length] + lattice  # (N, L, V)
+        values, top = ranked.topk(min(options.shortlist, ranked.size(-1)), dim=-1)  # (N, L, k)
+        ids = []
+        for n, plan in enumerate(plans):
+            keep = top[n][torch.isfinite(values[n])].unique().tolist()
+            ids.append(sorted({*keep, *plan.required, EOS_ID}))
+        return out, Shortlist.build(ids, self.head_weight)
 
     def _rescore(
         self, src: Tensor, tokens: Tensor, search: Tensor, logp: Tensor, options: DecodeOptions

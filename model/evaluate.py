@@ -23,6 +23,7 @@ from sacrebleu.metrics import BLEU
 
 from data.paths import data_dir, default_model_dir, work_dir
 from data.vocab import Vocab
+from model.bundle import SERVE_INT8
 from model.greedy import greedy
 from model.rules import HARD_RULES, check
 from model.scoring import mean_nll
@@ -89,17 +90,22 @@ def score_split(
 
 
 def make_decoder(
-    model: CoupletModel, vocab: Vocab, options: Any, use_greedy: bool, proposer: Any = None
+    model: CoupletModel,
+    vocab: Vocab,
+    options: Any,
+    use_greedy: bool,
+    proposer: Any = None,
+    int8: bool = False,
 ) -> Decode:
-    """Top candidate of ``model.decode.Decoder`` (or plain greedy decoding when asked or absent);
-    with a ``proposer`` (an encoder-only tagger), its rescored proposals."""
+    """Top candidate of ``model.decode.Decoder`` (or plain greedy decoding when asked or absent),
+    with a ``proposer`` (an encoder-only tagger) beside the model; ``int8``: quantised copies."""
     if not use_greedy:
         try:
             from model.decode import Decoder
         except ImportError:
             print("note: model.decode is not available; using greedy decoding", file=sys.stderr)
         else:
-            decoder = Decoder(model, vocab, proposer=proposer)
+            decoder = Decoder(model, vocab, int8=int8, proposer=proposer)
 
             def one(upper: str) -> str:
                 try:
@@ -141,6 +147,7 @@ def evaluate_files(
     options: Any = None,
     use_greedy: bool = False,
     proposer: Any = None,
+    int8: bool = SERVE_INT8,
 ) -> dict[str, Any]:
     """Decode the test set once; score it whole and its leak-free part (perplexity is the
     model's; a ``proposer`` is the tagger the decoder uses, see ``DecodeOptions``)."""
@@ -151,7 +158,7 @@ def evaluate_files(
     if not test_path.is_file():
         raise FileNotFoundError(f"missing {test_path}; run `make data` first")
     test = read_tsv(test_path)[: limit or None]
-    decode = make_decoder(model.eval(), vocab, options, use_greedy, proposer)
+    decode = make_decoder(model.eval(), vocab, options, use_greedy, proposer, int8)
     hyps = decode([u for u, _ in test])
     lowers = set(train_lowers)
     flags = read_flags(folder / "test_leak.txt", len(test))
@@ -165,7 +172,11 @@ def evaluate_files(
         asdict(options) if options is not None and hasattr(options, "__dataclass_fields__") else {}
     )
     fast = proposer is not None and getattr(options, "fast", False)
-    result["decoder"] = "greedy" if use_greedy else "model.decode" + (" fast (proposer)" if fast else "")
+    result["decoder"] = (
+        "greedy"
+        if use_greedy
+        else "model.decode" + (" fast (proposer)" if fast else "") + (" int8" if int8 else "")
+    )
     # No example lines here: the result goes into the shipped bundle, and the test set is AGPL text.
     result["summary"] = summary(result)
     return result
@@ -249,6 +260,8 @@ def decode_options(args: argparse.Namespace) -> Any:
         opts["proposals"] = args.proposals
     if args.proposer_weight is not None:
         opts["proposer_weight"] = args.proposer_weight
+    if args.shortlist is not None:
+        opts["shortlist"] = args.shortlist
     return DecodeOptions(**opts)
 
 
@@ -299,6 +312,17 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--ensemble-weight", type=float, default=None, help="the proposer's weight inside the normal search"
     )
     p.add_argument("--proposer-weight", type=float, default=None, help="fast mode: the proposer's weight")
+    p.add_argument(
+        "--shortlist",
+        type=int,
+        default=None,
+        help="score only the proposer's top K tokens per position (0: all)",
+    )
+    p.add_argument(
+        "--int8",
+        action="store_true",
+        help="decode with int8 copies of the models (the perplexity stays fp32)",
+    )
     return p.parse_args(argv)
 
 
@@ -325,11 +349,13 @@ def main(argv: list[str] | None = None) -> int:
 
         lowers = [lo for _, lo in read_tsv(train_path)] if train_path.exists() else []
         options = decode_options(args)
-        result = evaluate_files(model, vocab, folder, args.limit, lowers, options, args.greedy, proposer)
+        result = evaluate_files(
+            model, vocab, folder, args.limit, lowers, options, args.greedy, proposer, args.int8
+        )
         if args.compare_rules and not args.greedy:
             off = replace(options, rules=False)
             result["rules_off"] = evaluate_files(
-                model, vocab, folder, args.limit, lowers, off, proposer=proposer
+                model, vocab, folder, args.limit, lowers, off, proposer=proposer, int8=args.int8
             )["summary"]
     except (FileNotFoundError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)

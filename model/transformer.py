@@ -117,7 +117,7 @@ class DecoderLayer(nn.Module):
         x = x + self.drop(self.cross_attn(self.norm2(x), memory, mem_mask))
         return x + self.drop(self.ff(self.norm3(x)))
 
-    def step(self, x: Tensor, layer_cache: LayerCache, pos: int, mem_mask: Tensor) -> Tensor:
+    def step(self, x: Tensor, layer_cache: LayerCache, pos: int, mem_mask: Tensor | None) -> Tensor:
         """One position: x (B, 1, d); writes this position's keys/values into the cache."""
         h = self.norm1(x)
         k, v = self.self_attn.keys_values(h)  # (B, H, 1, dh)
@@ -143,12 +143,13 @@ class LayerCache:
 @dataclass
 class DecoderCache:
     layers: list[LayerCache]
-    mem_mask: Tensor  # (B, 1, 1, S) True where the source is a real character
+    mem_mask: Tensor | None  # (B, 1, 1, S) True where the source is a real character; None: all are
     aligned: Tensor | None  # (B, S, d) projected encoder state per source position
 
     def select(self, index: Tensor) -> DecoderCache:
         al = None if self.aligned is None else self.aligned.index_select(0, index)
-        return DecoderCache([c.select(index) for c in self.layers], self.mem_mask.index_select(0, index), al)
+        mask = None if self.mem_mask is None else self.mem_mask.index_select(0, index)
+        return DecoderCache([c.select(index) for c in self.layers], mask, al)
 
 
 def init_weights(
@@ -279,17 +280,23 @@ class CoupletTransformer(nn.Module):
             buf = memory.new_zeros(2, b, h, self.cfg.max_len, dh)
             layers.append(LayerCache(buf[0], buf[1], ck, cv))
         aligned = self._aligned(memory, src, self.cfg.max_len)
-        return DecoderCache(layers, self._src_mask(src), aligned)
+        mask = self._src_mask(src)
+        return DecoderCache(layers, None if bool(mask.all()) else mask, aligned)  # no padding: no mask
 
     def step(self, cache: DecoderCache, prev: Tensor, pos: int) -> Tensor:
         """prev (B,) token at position ``pos`` (BOS at 0) -> logits (B, V) for position ``pos``."""
+        return self.head(self.step_states(cache, prev, pos))
+
+    def step_states(self, cache: DecoderCache, prev: Tensor, pos: int) -> Tensor:
+        """``step`` without the output layer: the normalised decoder state (B, d), whose
+        product with a row of ``head.weight`` is that token's logit."""
         if not 0 <= pos < self.cfg.max_len:
             raise ValueError(f"position {pos} outside 0..{self.cfg.max_len - 1}")
         al = None if cache.aligned is None else cache.aligned[:, pos : pos + 1]
         x = self._tgt_input(prev[:, None], pos, al)  # (B, 1, d)
         for layer, lc in zip(self.decoder_layers(), cache.layers, strict=True):
             x = layer.step(x, lc, pos, cache.mem_mask)
-        return self.logits(x)[:, 0]  # (B, V)
+        return self.dec_norm(x)[:, 0]  # (B, d)
 
     @staticmethod
     def reorder_cache(cache: DecoderCache, index: Tensor) -> DecoderCache:

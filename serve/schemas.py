@@ -48,8 +48,9 @@ class RuleReportOut(RuleReport):
 class Candidate(BaseModel):
     text: str
     score: float = Field(
-        description="the model's log-probability per character; candidates come in the search's order, "
-        "which also weighs the tagger's second opinion and the rhythm and 三平尾 preferences"
+        description="the model's log-probability per character (normalised over the characters the "
+        "tagger shortlisted); candidates come in the search's order, which also weighs the tagger's "
+        "second opinion and the rhythm and 三平尾 preferences"
     )
     tones: list[str] = Field(description="平, 仄, 中 (either) or empty, one per character")
     report: RuleReportOut

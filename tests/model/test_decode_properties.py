@@ -3,6 +3,9 @@ punctuation, repeats, palindromes, lengths 1 to 32) keeps every hard rule and ev
 
 from __future__ import annotations
 
+from dataclasses import replace
+from typing import cast
+
 import pytest
 import torch
 from hypothesis import HealthCheck, given, settings
@@ -10,8 +13,10 @@ from hypothesis import strategies as st
 
 from data.text import is_han, is_punct
 from data.vocab import Vocab
+from model.checkpoint import build_model
 from model.decode import DecodeOptions, Decoder
 from model.rules import check
+from model.tagger import CoupletTagger
 from model.transformer import CoupletTransformer, ModelConfig
 from tests.model.decode_fixtures import decode_vocab
 
@@ -23,13 +28,19 @@ def vocab(tmp_path_factory: pytest.TempPathFactory, pairs: list[tuple[str, str]]
     return decode_vocab(tmp_path_factory.mktemp("decode_vocab"), pairs)
 
 
-@pytest.fixture(scope="module")
-def decoder(vocab: Vocab) -> Decoder:
+@pytest.fixture(scope="module", params=["model", "tagger shortlist"])
+def decoder(vocab: Vocab, request: pytest.FixtureRequest) -> Decoder:
+    """The model alone, or with a tagger whose top 6 tokens per position are all the output
+    layer scores (few enough that the rules often need the fallback to every token)."""
     torch.manual_seed(7)
     cfg = ModelConfig(
         vocab_size=len(vocab), d_model=32, n_heads=2, n_enc_layers=1, n_dec_layers=1, d_ff=64, dropout=0.0
     )
-    return Decoder(CoupletTransformer(cfg).eval(), vocab)
+    model = CoupletTransformer(cfg).eval()
+    if request.param == "model":
+        return Decoder(model, vocab)
+    tagger = build_model(cfg.with_(kind="tagger"))
+    return Decoder(model, vocab, proposer=cast(CoupletTagger, tagger).eval())
 
 
 def han_chars(vocab: Vocab) -> list[str]:
@@ -79,6 +90,8 @@ def requests(draw: st.DrawFn, pool: list[str]) -> tuple[str, DecodeOptions]:
 @given(data=st.data())
 def test_every_candidate_keeps_every_hard_rule_and_lock(decoder, vocab, data):
     upper, options = data.draw(requests(han_chars(vocab)))
+    if decoder.proposer is not None:
+        options = replace(options, shortlist=6)
     result = decoder.generate(upper, options)
     assert 1 <= len(result.candidates) <= options.n_best
     assert len({c.text for c in result.candidates}) == len(result.candidates)

@@ -3,20 +3,23 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 import torch
 import torch.nn.functional as F
 
+from data.text import is_han
 from data.vocab import Vocab
 from model.batching import collate
 from model.bundle import PROPOSER_FILE, export_bundle, load_bundle
 from model.checkpoint import build_model, load_model
-from model.decode import DecodeOptions, Decoder, rescore
+from model.decode import DecodeOptions, Decoder, Shortlist, rescore
 from model.greedy import greedy
 from model.rules import check
 from model.tagger import CoupletTagger
+from model.tones import Tone
 from model.train import main
 from model.transformer import BOS_ID, EOS_ID, PAD_ID, CoupletTransformer, ModelConfig
 from tests.model.decode_fixtures import decode_vocab
@@ -118,31 +121,109 @@ def test_proposer_locks_and_required_characters(dvocab: Vocab) -> None:
         assert c.text[2] == "春" and "月" in c.text and check("海纳百川有容乃大", c.text).hard_ok
 
 
-def test_ensemble_weight_zero_is_the_model_alone(dvocab: Vocab) -> None:
+def test_ensemble_weight_zero_without_shortlist_is_the_model_alone(dvocab: Vocab) -> None:
     s2s, tagger = random_models(dvocab)
     plain = Decoder(s2s, dvocab).generate("海纳百川有容乃大", DecodeOptions(n_best=5))
-    options = DecodeOptions(n_best=5, ensemble_weight=0.0)
+    options = DecodeOptions(n_best=5, ensemble_weight=0.0, shortlist=0)
     assert Decoder(s2s, dvocab, proposer=tagger).generate("海纳百川有容乃大", options) == plain
 
 
-def test_ensemble_steers_the_search_but_scores_stay_the_models(dvocab: Vocab) -> None:
-    s2s, tagger = random_models(dvocab)
-    word = "金木水火土日月星辰云"
-    with torch.no_grad():  # a tagger sure of the word's characters at every position
+def sure_tagger(tagger: CoupletTagger, vocab: Vocab, word: str) -> CoupletTagger:
+    """``tagger`` made sure of ``word``'s characters at every position, the first most."""
+    with torch.no_grad():
         tagger.enc_norm.weight.zero_()
         tagger.enc_norm.bias.fill_(1.0)
         tagger.head.weight = torch.nn.Parameter(torch.zeros_like(tagger.head.weight))
         for rank, ch in enumerate(word):
-            tagger.head.weight[dvocab.encode(ch)[0]] = (30.0 - rank) / tagger.cfg.d_model
+            tagger.head.weight[vocab.encode(ch)[0]] = (30.0 - rank) / tagger.cfg.d_model
+    return tagger
+
+
+WORD = "金木水火土日月星辰云"
+
+
+def test_ensemble_steers_the_search_but_scores_stay_the_models(dvocab: Vocab) -> None:
+    s2s, tagger = random_models(dvocab)
     upper = "春风得意"
-    result = Decoder(s2s, dvocab, proposer=tagger).generate(
-        upper, DecodeOptions(n_best=4, ensemble_weight=2.0)
+    result = Decoder(s2s, dvocab, proposer=sure_tagger(tagger, dvocab, WORD)).generate(
+        upper, DecodeOptions(n_best=4, ensemble_weight=2.0, shortlist=0)
     )
     src = torch.tensor([dvocab.encode(upper)])
     for c in result.candidates:
-        assert set(c.text) <= set(word) and check(upper, c.text).hard_ok
+        assert set(c.text) <= set(WORD) and check(upper, c.text).hard_ok
         exact = float(rescore(s2s, src, torch.tensor([[dvocab.encode(c.text)]]))[0, 0]) / len(upper)
         assert c.score == pytest.approx(exact, abs=1e-4)
+
+
+def test_shortlist_scores_only_the_taggers_top_tokens(dvocab: Vocab) -> None:
+    """Without the tagger's second opinion, the shortlist alone keeps the search to the
+    tokens the tagger ranks in its top five at some position (among those the rules allow
+    there): here its first five, and at the end its first five level characters."""
+    s2s, tagger = random_models(dvocab)
+    decoder = Decoder(s2s, dvocab, proposer=tagger)
+    upper = "春风得意"  # ends oblique: the lower line must end on a surely level character
+    end_ok = decoder.tables.end_ok("modern", Tone.LEVEL)
+    han = [p for p in dvocab.pieces if len(p) == 1 and is_han(p) and p not in upper]
+    ends = [p for p in han if end_ok[dvocab.encode(p)[0]]][:6]
+    others = [p for p in han if p not in ends][:6]
+    sure_tagger(tagger, dvocab, "".join(others + ends))  # the others ranked first
+    options = DecodeOptions(n_best=4, ensemble_weight=0.0, shortlist=5, rhythm_weight=0, three_level_weight=0)
+    result = decoder.generate(upper, options)
+    assert result.candidates
+    for c in result.candidates:
+        assert set(c.text) <= set(others[:5] + ends[:5]) and c.text[3] in ends[:5], c.text
+        assert check(upper, c.text).hard_ok
+    wide = decoder.generate(upper, replace(options, shortlist=0))
+    assert not all(set(c.text) <= set(others[:5] + ends[:5]) for c in wide.candidates)
+
+
+def test_shortlist_scores_are_the_models_log_probs_over_the_list(
+    dvocab: Vocab, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    s2s, tagger = random_models(dvocab)
+    decoder = Decoder(s2s, dvocab, proposer=tagger)
+    built: list[list[list[int]]] = []
+    original = Shortlist.build
+
+    def spy(ids: list[list[int]], head: torch.Tensor) -> Shortlist:
+        built.append(ids)
+        return original(ids, head)
+
+    monkeypatch.setattr(Shortlist, "build", spy)
+    for upper in UPPERS:
+        result = decoder.generate(upper, DecodeOptions(n_best=5, shortlist=8))
+        ids = torch.tensor(built[-1][0])
+        src = torch.tensor([dvocab.encode(upper)])
+        for c in result.candidates:
+            tgt = dvocab.encode(c.text)
+            assert set(tgt) <= set(ids.tolist())
+            with torch.inference_mode():
+                logits = s2s(src, torch.tensor([[BOS_ID, *tgt[:-1]]]))[0]  # (L, V)
+            logp = F.log_softmax(logits[:, ids], dim=-1)
+            exact = sum(float(logp[i, ids.tolist().index(t)]) for i, t in enumerate(tgt)) / len(tgt)
+            assert c.score == pytest.approx(exact, abs=1e-4)
+
+
+def test_a_shortlist_too_small_for_the_rules_falls_back_to_every_token(dvocab: Vocab) -> None:
+    """Three tokens cannot fill four positions that must differ: the search runs again over
+    the whole vocabulary instead of failing."""
+    s2s, tagger = random_models(dvocab)
+    decoder = Decoder(s2s, dvocab, proposer=sure_tagger(tagger, dvocab, WORD))
+    result = decoder.generate("春风得意", DecodeOptions(n_best=3, ensemble_weight=0.0, shortlist=3))
+    assert result.candidates and all(check("春风得意", c.text).hard_ok for c in result.candidates)
+    assert not all(set(c.text) <= set(WORD[:3]) for c in result.candidates)
+
+
+def test_shortlist_log_probs_are_normalised_over_the_list() -> None:
+    head = torch.randn(10, 4)
+    shortlist = Shortlist.build([[3, 5, 7], [4, 6]], head)
+    states = torch.randn(4, 4)  # two requests, two rows each
+    out = shortlist.log_probs(states, 10)
+    assert out.shape == (4, 10)
+    for row, ids in zip(range(4), [[3, 5, 7], [3, 5, 7], [4, 6], [4, 6]], strict=True):
+        expected = F.log_softmax(states[row] @ head[ids].T, dim=-1)
+        assert torch.allclose(out[row, ids], expected, atol=1e-6)
+        assert torch.isinf(out[row, [i for i in range(10) if i not in ids]]).all()
 
 
 def test_a_proposer_needs_an_encoder_decoder_to_rescore(dvocab: Vocab) -> None:
