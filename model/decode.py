@@ -120,17 +120,22 @@ def beam_search(
     beam: int,
     score_end: bool = True,
     shortlist: Shortlist | None = None,
+    memory: Tensor | None = None,
 ) -> tuple[Tensor, Tensor, Tensor]:
     """Fixed-length beam search: src (N, S), table (N, L+1, V) -> tokens (N, K, L),
     search scores (N, K) (log-probs plus preferences), model log-probs (N, K).
 
     Without ``score_end`` the search stops after the L characters: the end of sequence,
     forced at L, is then not scored (it saves a whole model step). With a ``shortlist``
-    the output layer runs on its tokens only (the rest of the vocabulary is impossible)."""
+    the output layer runs on its tokens only (the rest of the vocabulary is impossible; for
+    a model without an output layer, such as the tagger's lattice, ``table`` must rule the
+    rest out). ``memory``: ``model.encode(src)`` when it is already at hand."""
     n, steps, v = table.shape
     length = steps - 1
     steps = steps if score_end else length
-    cache = _fit_cache(model.new_cache(model.encode(src), src), steps)
+    memory = model.encode(src) if memory is None else memory
+    cache = _fit_cache(model.new_cache(memory, src), steps)
+    scored = shortlist is not None and isinstance(model, CoupletTransformer)  # the list's rows only
     width = 1  # live beams per request: one at the start (K copies would be equal), then K
     prev = torch.full((n,), BOS_ID, dtype=torch.long)
     search = torch.zeros(n, 1)  # (N, width)
@@ -140,8 +145,10 @@ def beam_search(
     normalised = getattr(model, "steps_are_log_probs", False)  # the tagger's lattice is
     for pos in range(steps):
         row = torch.arange(n).repeat_interleave(width)  # (B,) the request of each row
-        if shortlist is not None:
-            logp = shortlist.log_probs(cast(CoupletTransformer, model).step_states(cache, prev, pos), v)
+        if scored:
+            logp = cast(Shortlist, shortlist).log_probs(
+                cast(CoupletTransformer, model).step_states(cache, prev, pos), v
+            )
         else:
             logp = model.step(cache, prev, pos).float()  # (B, V)
             logp = logp if normalised else F.log_softmax(logp, dim=-1)
@@ -193,6 +200,21 @@ class Shortlist:
         out.scatter_(2, self.ids[:, None].expand(n, width, m), logits.log_softmax(-1))
         return out.view(n * width, size)
 
+    def limit(self, table: Tensor) -> Tensor:
+        """A copy of the rule table (N, L+1, V) that rules out every token off the list."""
+        keep = torch.zeros(table.size(0), table.size(2), dtype=torch.bool)
+        keep.scatter_(1, self.ids, True)
+        keep[:, PAD_ID] = False  # (the padding of shorter lists)
+        return table.masked_fill(~keep[:, None], NEG_INF)
+
+    def columns(self, size: int) -> Tensor:
+        """(N, V): each token's column in its request's list, -1 off the list."""
+        n, m = self.ids.shape
+        col = torch.full((n, size), -1, dtype=torch.long)
+        col.scatter_(1, self.ids, torch.arange(m).expand(n, m))
+        col[:, PAD_ID] = -1
+        return col
+
     def topk(self, total: Tensor, k: int) -> tuple[Tensor, Tensor]:
         """``total.view(N, -1).topk(k)`` for scores total (N, width, V) that are -inf off the
         list, looking at the listed columns only -> scores (N, k), indices into width*V.
@@ -234,10 +256,17 @@ def allocate(total: Tensor, bank: Tensor, k: int, n_banks: int) -> tuple[Tensor,
 
 
 @torch.inference_mode()
-def rescore(model: CoupletTransformer, src: Tensor, tokens: Tensor, score_end: bool = False) -> Tensor:
+def rescore(
+    model: CoupletTransformer,
+    src: Tensor,
+    tokens: Tensor,
+    score_end: bool = False,
+    shortlist: Shortlist | None = None,
+) -> Tensor:
     """Summed log-probabilities under the encoder-decoder of candidate lines: src (N, S),
     tokens (N, K, L) -> (N, K); one teacher-forced pass for all N*K candidates (with
-    ``score_end``, the end of sequence after the line counts too).
+    ``score_end``, the end of sequence after the line counts too). With a ``shortlist``
+    the log-probabilities are normalised over each request's list (-inf off it).
 
     Candidates from one beam share prefixes, and a position's distribution depends only
     on the prefix before it, so the output layer (the costly part) runs once per distinct
@@ -249,10 +278,21 @@ def rescore(model: CoupletTransformer, src: Tensor, tokens: Tensor, score_end: b
     memory = model.encode(src).repeat_interleave(k, 0)  # (NK, S, d): the encoder runs once per line
     states = model.decode_states(memory, src.repeat_interleave(k, 0), tgt_in).flatten(0, 1)  # (NK*T, d)
     which, firsts = _distinct_prefixes(tgt_in.tolist(), k)
-    logits = model.logits(states[firsts]).float()  # (U, V)
+    which_t, target = torch.tensor(which), target.flatten()
+    if shortlist is None:
+        logits = model.logits(states[firsts]).float()  # (U, V)
+        columns = target
+    else:  # the prefixes come request by request: each request's rows against its own list
+        hidden = model.dec_norm(states[firsts]).float()  # (U, d)
+        per_request = torch.bincount(torch.tensor(firsts) // (k * tgt_in.size(1)), minlength=n)
+        parts = hidden.split(per_request.tolist())
+        logits = torch.cat([p @ shortlist.weight[i] for i, p in enumerate(parts)])  # (U, M)
+        logits.masked_fill_((shortlist.ids == PAD_ID).repeat_interleave(per_request, 0), NEG_INF)
+        request = torch.arange(n * k).repeat_interleave(tgt_in.size(1)) // k  # (NK*T,)
+        columns = shortlist.columns(model.cfg.vocab_size)[request, target]
     norm = torch.logsumexp(logits, dim=-1)  # (U,)
-    which_t = torch.tensor(which)
-    picked = logits[which_t, target.flatten()] - norm[which_t]  # (NK*T,)
+    picked = logits[which_t, columns.clamp(min=0)] - norm[which_t]  # (NK*T,)
+    picked = picked.masked_fill(columns < 0, NEG_INF)
     return picked.view(n, k, -1).sum(2)
 
 
@@ -388,22 +428,12 @@ class Decoder:
         length = plans[0].length
         table = fuse(position, len(plans), length, self.tables.size)  # (N, L+1, V)
         src = torch.tensor([self.vocab.encode(p.upper) for p in plans])  # (N, L)
-        if self.proposer is None or not options.fast:
-            beam = options.beam
-            shortlist = None
-            if self.proposer is not None and (options.ensemble_weight or options.shortlist):
-                table, shortlist = self._with_tagger(plans, table, src, options)
+        if self.proposer is None:
             tokens, search, logp = beam_search(
-                self.model, src, table, stepwise, beam, options.score_end, shortlist
+                self.model, src, table, stepwise, options.beam, options.score_end
             )
-            if shortlist is not None and not torch.isfinite(search[:, 0]).all():
-                # A request the shortlist left without a line (its tokens all ruled out
-                # somewhere): the batch again over the whole vocabulary.
-                tokens, search, logp = beam_search(self.model, src, table, stepwise, beam, options.score_end)
         else:
-            beam = max(options.beam, options.proposals)
-            tokens, search, logp = beam_search(self.proposer, src, table, stepwise, beam, options.score_end)
-            tokens, search, logp = self._rescore(src, tokens, search, logp, options)
+            tokens, search, logp = self._with_tagger(plans, table, src, stepwise, options)
         per_token = logp / (length + int(options.score_end))
         return [
             self._result(plan, tokens[n], search[n], per_token[n], options) for n, plan in enumerate(plans)
@@ -411,34 +441,64 @@ class Decoder:
 
     @torch.inference_mode()
     def _with_tagger(
-        self, plans: list[Plan], table: Tensor, src: Tensor, options: DecodeOptions
-    ) -> tuple[Tensor, Shortlist | None]:
-        """The rule table plus ``ensemble_weight`` times the tagger's one-pass log-probabilities
-        at each position (a second opinion on every step for the price of one encoder pass),
-        and with ``options.shortlist`` the tokens the tagger ranks in its top k at some
-        position, among those the rules allow there (with the required characters and EOS)."""
+        self, plans: list[Plan], table: Tensor, src: Tensor, stepwise: list[object], options: DecodeOptions
+    ) -> tuple[Tensor, Tensor, Tensor]:
+        """The search with the tagger beside the model: tokens (N, K, L), search scores, model
+        log-probs. One tagger pass gives its log-probabilities at every position (the lattice)
+        and, with ``options.shortlist``, the shortlist: the tokens it ranks in its top k at
+        some position among those the rules allow there (with the required characters and
+        EOS). The normal search adds ``ensemble_weight`` times the lattice to the rule table
+        (a second opinion on every step) and scores only the shortlist; the fast mode searches
+        the lattice itself, within the shortlist, and rescores its proposals with the model.
+        When the shortlist leaves some request without a line, the batch is searched again
+        over the whole vocabulary."""
         proposer = cast(CoupletTagger, self.proposer)
-        lattice = F.log_softmax(proposer.encode(src).float(), dim=-1)  # (N, L, V)
+        logits = proposer.encode(src)  # (N, L, V)
+        lattice = F.log_softmax(logits.float(), dim=-1)
         length = lattice.size(1)
-        out = table.clone()
-        out[:, :length] += options.ensemble_weight * lattice
-        if not options.shortlist:
-            return out, None
-        ranked = table[:, :length] + lattice  # (N, L, V)
-        values, top = ranked.topk(min(options.shortlist, ranked.size(-1)), dim=-1)  # (N, L, k)
+        shortlist = self._shortlist(plans, table[:, :length] + lattice, options.shortlist)
+        if options.fast:
+            beam = max(options.beam, options.proposals)
+            for listed in (shortlist, None) if shortlist is not None else (None,):
+                limited = table if listed is None else listed.limit(table)
+                found = beam_search(proposer, src, limited, stepwise, beam, options.score_end, listed, logits)
+                if torch.isfinite(found[1][:, 0]).all():
+                    break
+            return self._rescore(src, *found, options, listed)
+        table = table.clone()
+        table[:, :length] += options.ensemble_weight * lattice
+        for listed in (shortlist, None) if shortlist is not None else (None,):
+            found = beam_search(self.model, src, table, stepwise, options.beam, options.score_end, listed)
+            if torch.isfinite(found[1][:, 0]).all():
+                break
+        return found
+
+    def _shortlist(self, plans: list[Plan], ranked: Tensor, k: int) -> Shortlist | None:
+        """ranked (N, L, V): the rule table plus the lattice -> the shortlist of its top ``k``
+        per position (None for k = 0)."""
+        if not k:
+            return None
+        values, top = ranked.topk(min(k, ranked.size(-1)), dim=-1)  # (N, L, k)
         ids = []
         for n, plan in enumerate(plans):
             keep = top[n][torch.isfinite(values[n])].unique().tolist()
             ids.append(sorted({*keep, *plan.required, EOS_ID}))
-        return out, Shortlist.build(ids, self.head_weight)
+        return Shortlist.build(ids, self.head_weight)
 
     def _rescore(
-        self, src: Tensor, tokens: Tensor, search: Tensor, logp: Tensor, options: DecodeOptions
+        self,
+        src: Tensor,
+        tokens: Tensor,
+        search: Tensor,
+        logp: Tensor,
+        options: DecodeOptions,
+        shortlist: Shortlist | None,
     ) -> tuple[Tensor, Tensor, Tensor]:
         """The proposer's candidates re-ranked by the encoder-decoder's log-probability plus
         the search's preferences (and ``proposer_weight`` times the proposer's log-probability)
         -> tokens, search scores, model log-probs, best first per request."""
-        ar = rescore(cast(CoupletTransformer, self.model), src, tokens, options.score_end)  # (N, K)
+        model = cast(CoupletTransformer, self.model)
+        ar = rescore(model, src, tokens, options.score_end, shortlist)  # (N, K)
         live = torch.isfinite(search)
         preferences = torch.where(live, search - logp, NEG_INF)  # (N, K) 0 or the penalties
         final = torch.where(live, ar + preferences + options.proposer_weight * logp, NEG_INF)

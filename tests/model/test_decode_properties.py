@@ -90,8 +90,8 @@ def requests(draw: st.DrawFn, pool: list[str]) -> tuple[str, DecodeOptions]:
 @given(data=st.data())
 def test_every_candidate_keeps_every_hard_rule_and_lock(decoder, vocab, data):
     upper, options = data.draw(requests(han_chars(vocab)))
-    if decoder.proposer is not None:
-        options = replace(options, shortlist=6)
+    if decoder.proposer is not None:  # the normal search or the fast mode, both with the shortlist
+        options = replace(options, shortlist=6, fast=data.draw(st.booleans()), proposals=12)
     result = decoder.generate(upper, options)
     assert 1 <= len(result.candidates) <= options.n_best
     assert len({c.text for c in result.candidates}) == len(result.candidates)

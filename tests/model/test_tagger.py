@@ -95,7 +95,9 @@ UPPERS = ["春风得意", "天对地，雨对风。", "上海自来水来自海�
 def test_proposer_candidates_keep_the_rules_and_carry_the_models_scores(dvocab: Vocab, int8: bool) -> None:
     s2s, tagger = random_models(dvocab)
     decoder = Decoder(s2s, dvocab, proposer=tagger, int8=int8)
-    options = DecodeOptions(n_best=5, proposals=12, rhythm_weight=0.0, three_level_weight=0.0, fast=True)
+    options = DecodeOptions(
+        n_best=5, proposals=12, rhythm_weight=0.0, three_level_weight=0.0, fast=True, shortlist=0
+    )
     for upper in UPPERS:
         result = decoder.generate(upper, options)
         assert 1 <= len(result.candidates) <= 5
@@ -177,9 +179,11 @@ def test_shortlist_scores_only_the_taggers_top_tokens(dvocab: Vocab) -> None:
     assert not all(set(c.text) <= set(others[:5] + ends[:5]) for c in wide.candidates)
 
 
+@pytest.mark.parametrize("fast", [False, True])
 def test_shortlist_scores_are_the_models_log_probs_over_the_list(
-    dvocab: Vocab, monkeypatch: pytest.MonkeyPatch
+    dvocab: Vocab, monkeypatch: pytest.MonkeyPatch, fast: bool
 ) -> None:
+    """In the normal search and in the fast mode's rescoring alike."""
     s2s, tagger = random_models(dvocab)
     decoder = Decoder(s2s, dvocab, proposer=tagger)
     built: list[list[list[int]]] = []
@@ -191,7 +195,7 @@ def test_shortlist_scores_are_the_models_log_probs_over_the_list(
 
     monkeypatch.setattr(Shortlist, "build", spy)
     for upper in UPPERS:
-        result = decoder.generate(upper, DecodeOptions(n_best=5, shortlist=8))
+        result = decoder.generate(upper, DecodeOptions(n_best=5, shortlist=8, fast=fast, proposals=12))
         ids = torch.tensor(built[-1][0])
         src = torch.tensor([dvocab.encode(upper)])
         for c in result.candidates:
