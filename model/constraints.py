@@ -42,6 +42,9 @@ class ConstraintError(ValueError):
         super().__init__(f"{zh} / {en}")
         self.constraint, self.zh, self.en = constraint, zh, en
 
+    def __reduce__(self) -> tuple[type[ConstraintError], tuple[str, str, str]]:
+        return ConstraintError, (self.constraint, self.zh, self.en)  # (it crosses process pools)
+
 
 # ---- per-vocabulary tables, built once per decoder -----------------------------------
 

@@ -41,6 +41,7 @@ class DecodeBatcher:
         self.threads = threads
         self.max_batch = max_batch
         self._jobs: deque[_Job] = deque()
+        self._busy: list[_Job] = []  # the first job of each batch being decoded
         self._ready = threading.Condition()
         self._closed = False
         self._threads = [
@@ -53,6 +54,11 @@ class DecodeBatcher:
     @property
     def pending(self) -> int:
         return len(self._jobs)
+
+    def holds(self, model: Answerer) -> bool:
+        """Whether a job for ``model`` is waiting or being decoded."""
+        with self._ready:
+            return any(j.model is model for j in (*self._jobs, *self._busy))
 
     def submit(self, model: Answerer, query: Any) -> Future[Any]:
         job = _Job(model, query)
@@ -81,6 +87,7 @@ class DecodeBatcher:
                 job = self._jobs.popleft()
                 (batch if job.batch_key() == key else others).append(job)
             self._jobs.extendleft(reversed(others))
+            self._busy.append(first)
             return batch
 
     def _work(self) -> None:
@@ -88,7 +95,11 @@ class DecodeBatcher:
         # workers each using every core fight over them (several times slower on 2 cores).
         torch.set_num_threads(self.threads)
         while (batch := self._take()) is not None:
-            _settle(batch, self.oversample)
+            try:
+                _settle(batch, self.oversample)
+            finally:
+                with self._ready:
+                    self._busy.remove(batch[0])
 
 
 def _settle(batch: list[_Job], oversample: int) -> None:

@@ -15,7 +15,7 @@ from fastapi.staticfiles import StaticFiles
 from starlette.concurrency import run_in_threadpool
 from swagger_ui_bundle import swagger_ui_path
 
-from serve.couplets import CoupletService, LoadedModel, extra_filter
+from serve.couplets import CoupletService, extra_filter, load_served
 from serve.db import FeedbackStore, make_engine
 from serve.ratelimit import RateLimiter
 from serve.routers import admin, feedback, generate, info, site
@@ -29,7 +29,13 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        loader = functools.partial(LoadedModel.load, extra_filter=extra_filter(settings), int8=settings.int8)
+        loader = functools.partial(
+            load_served,
+            extra=extra_filter(settings),
+            int8=settings.int8,
+            processes=settings.decode_processes,
+            threads=settings.torch_threads,
+        )
         model = await run_in_threadpool(loader, settings.model_dir)
         app.state.service = CoupletService(
             model,

@@ -61,6 +61,12 @@ class Settings(BaseSettings):
         default=1, description="intra-op threads per decode; requests run side by side"
     )
     decode_concurrency: int = Field(default=2, description="decoding worker threads")
+    decode_processes: int = Field(
+        default=2,
+        ge=0,
+        description="worker processes that decode, each with its own copy of the model (0: the "
+        "decoding threads run the model in the server process)",
+    )
     max_batch: int = Field(default=16, description="most lines of one length decoded in one beam search")
     max_pending: int = Field(default=256, description="decodes waiting at most; beyond, requests get 503")
     admin_token: str | None = Field(

@@ -188,6 +188,7 @@ def settings(tmp_path: Path, bundle_a: Path, known_pairs: Path, database_url: st
         known_pairs=known_pairs,
         rate_limit_per_minute=0,
         admin_token="test-token",
+        decode_processes=0,  # the model in the server process (tests/serve/test_workers.py: processes)
     )
 
 

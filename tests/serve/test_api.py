@@ -160,7 +160,13 @@ def test_fast_mode_takes_the_bundles_proposer(tmp_path: Path, vocab, known_pairs
     word = "金木火土日夜晴雨云雷"  # the proposer proposes only these characters
     bundle = build_bundle(tmp_path / "fast", vocab, seed=1, version="fast", proposer_word=word)
     db = f"sqlite:///{tmp_path / 'feedback.db'}"
-    settings = Settings(model_dir=bundle, database_url=db, known_pairs=known_pairs, rate_limit_per_minute=0)
+    settings = Settings(
+        model_dir=bundle,
+        database_url=db,
+        known_pairs=known_pairs,
+        rate_limit_per_minute=0,
+        decode_processes=0,
+    )
     with TestClient(create_app(settings)) as c:
         assert c.get("/api/v1/model").json()["fast_mode"] is True
         upper = "春风得意"

@@ -7,9 +7,12 @@ import time
 from pathlib import Path
 
 import httpx
+import pytest
 from fastapi.testclient import TestClient
 
-from tests.serve.conftest import PAIRS, LiveServer
+from serve.main import create_app
+from serve.settings import Settings
+from tests.serve.conftest import PAIRS, LiveServer, wait_known
 
 TOKEN = {"X-Admin-Token": "test-token"}
 
@@ -25,7 +28,17 @@ def test_failed_reload_keeps_the_old_model(client: TestClient, tmp_path: Path) -
     assert client.get("/api/v1/health").json()["model_version"] == "test-a"
 
 
-def test_reload_under_load_fails_no_request(live: LiveServer, bundle_a: Path, bundle_b: Path) -> None:
+@pytest.mark.parametrize("processes", [0, 2])
+def test_reload_under_load_fails_no_request(
+    settings: Settings, bundle_a: Path, bundle_b: Path, processes: int
+) -> None:
+    """With the model in the server process, and in worker processes (retired after the swap)."""
+    with LiveServer(create_app(settings.model_copy(update={"decode_processes": processes}))) as live:
+        wait_known(live.app)
+        hammer_while_reloading(live, bundle_a, bundle_b)
+
+
+def hammer_while_reloading(live: LiveServer, bundle_a: Path, bundle_b: Path) -> None:
     stop = threading.Event()
     results: list[tuple[int, str]] = []
     lock = threading.Lock()

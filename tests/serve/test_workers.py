@@ -1,0 +1,68 @@
+"""Decoding in worker processes (``decode_processes``): the same answers as in the server
+process, errors that cross the process boundary intact, and workers retired on reload."""
+
+from __future__ import annotations
+
+import os
+import pickle
+import time
+from pathlib import Path
+
+from fastapi.testclient import TestClient
+
+from model.decode import ConstraintError
+from serve.couplets import PooledModel
+from serve.main import create_app
+from serve.settings import Settings
+from tests.serve.conftest import PAIRS
+
+TOKEN = {"X-Admin-Token": "test-token"}
+
+
+def answers(settings: Settings, uppers: list[str]) -> list[dict[str, object]]:
+    with TestClient(create_app(settings)) as c:
+        return [c.post("/api/v1/generate", json={"upper": u, "n": 5}).json() for u in uppers]
+
+
+def test_worker_processes_answer_as_the_server_process_does(settings: Settings) -> None:
+    uppers = [upper for upper, _ in PAIRS[:6]] + ["上海自来水来自海上"]
+    pooled = settings.model_copy(update={"decode_processes": 2})
+    app = create_app(pooled)
+    with TestClient(app) as c:
+        model = app.state.service.model
+        assert isinstance(model, PooledModel)
+        assert len(model.pids) == 2 and os.getpid() not in model.pids  # two other processes decode
+        got = [c.post("/api/v1/generate", json={"upper": u, "n": 5}).json() for u in uppers]
+    assert got == answers(settings, uppers)
+    assert all(body["candidates"] for body in got)
+
+
+def test_constraint_errors_cross_the_process_boundary(settings: Settings) -> None:
+    error = pickle.loads(pickle.dumps(ConstraintError("required_chars", "嵌字冲突", "conflict")))
+    assert (error.constraint, error.zh, error.en, str(error)) == (
+        "required_chars",
+        "嵌字冲突",
+        "conflict",
+        "嵌字冲突 / conflict",
+    )
+    with TestClient(create_app(settings.model_copy(update={"decode_processes": 1}))) as c:
+        r = c.post("/api/v1/generate", json={"upper": "春风得意", "required_chars": "春"})
+        assert r.status_code == 422, r.text
+        assert "春" in r.json()["detail"] and " / " in r.json()["detail"]
+        assert c.post("/api/v1/generate", json={"upper": "春风得意"}).status_code == 200
+
+
+def test_reload_retires_the_old_workers(settings: Settings, bundle_b: Path) -> None:
+    app = create_app(settings.model_copy(update={"decode_processes": 1}))
+    with TestClient(app) as c:
+        old = app.state.service.model
+        assert c.post("/api/v1/generate", json={"upper": "春风得意"}).json()["model_version"] == "test-a"
+        r = c.post("/api/v1/admin/reload", json={"model_dir": str(bundle_b)}, headers=TOKEN)
+        assert r.status_code == 200, r.text
+        new = app.state.service.model
+        assert isinstance(new, PooledModel) and new.pids != old.pids
+        assert c.post("/api/v1/generate", json={"upper": "春风得意"}).json()["model_version"] == "test-b"
+        deadline = time.monotonic() + 60
+        while old.pool._processes and time.monotonic() < deadline:  # shut down once idle
+            time.sleep(0.05)
+        assert not old.pool._processes
