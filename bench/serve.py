@@ -133,12 +133,28 @@ class Connections:
             f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
             f"Content-Length: {len(data)}\r\n\r\n"
         ).encode()
-        reader, writer = (
-            self._idle.pop() if self._idle else await asyncio.open_connection("127.0.0.1", self.port)
-        )
+        while self._idle:  # a kept-alive connection the server may have closed since (idle timeout)
+            reader, writer = self._idle.pop()
+            answer = await self._exchange(reader, writer, head + data)
+            if answer is not None:
+                return answer
+        reader, writer = await asyncio.open_connection("127.0.0.1", self.port)
+        return await self._exchange(reader, writer, head + data) or (0, b"")
+
+    async def _exchange(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, request: bytes
+    ) -> tuple[int, bytes] | None:
+        """The status and body of one request on this connection; None if it was closed
+        before any answer, (0, b"") if it failed midway."""
         try:
-            writer.write(head + data)
+            writer.write(request)
             status_line = await reader.readline()
+        except OSError:
+            status_line = b""
+        if not status_line:
+            writer.close()
+            return None
+        try:
             length = 0
             while (line := await reader.readline()) not in (b"\r\n", b""):
                 name, _, value = line.decode("latin-1").partition(":")

@@ -95,7 +95,7 @@ def make_decoder(
     options: Any,
     use_greedy: bool,
     proposer: Any = None,
-    int8: bool = False,
+    int8: bool = SERVE_INT8,
 ) -> Decode:
     """Top candidate of ``model.decode.Decoder`` (or plain greedy decoding when asked or absent),
     with a ``proposer`` (an encoder-only tagger) beside the model; ``int8``: quantised copies."""
@@ -320,8 +320,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     p.add_argument(
         "--int8",
-        action="store_true",
-        help="decode with int8 copies of the models (the perplexity stays fp32)",
+        action=argparse.BooleanOptionalAction,
+        default=SERVE_INT8,
+        help="decode with int8 copies of the models, as `make serve` does by default (perplexity stays fp32)",
     )
     return p.parse_args(argv)
 
