@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import copy
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar, cast
 
@@ -202,17 +202,14 @@ class Shortlist:
 
     def limit(self, table: Tensor) -> Tensor:
         """A copy of the rule table (N, L+1, V) that rules out every token off the list."""
-        keep = torch.zeros(table.size(0), table.size(2), dtype=torch.bool)
-        keep.scatter_(1, self.ids, True)
-        keep[:, PAD_ID] = False  # (the padding of shorter lists)
-        return table.masked_fill(~keep[:, None], NEG_INF)
+        return table.masked_fill((self.columns(table.size(2)) < 0)[:, None], NEG_INF)
 
     def columns(self, size: int) -> Tensor:
         """(N, V): each token's column in its request's list, -1 off the list."""
         n, m = self.ids.shape
         col = torch.full((n, size), -1, dtype=torch.long)
         col.scatter_(1, self.ids, torch.arange(m).expand(n, m))
-        col[:, PAD_ID] = -1
+        col[:, PAD_ID] = -1  # (the padding of shorter lists)
         return col
 
     def topk(self, total: Tensor, k: int) -> tuple[Tensor, Tensor]:
@@ -428,7 +425,7 @@ class Decoder:
         length = plans[0].length
         table = fuse(position, len(plans), length, self.tables.size)  # (N, L+1, V)
         src = torch.tensor([self.vocab.encode(p.upper) for p in plans])  # (N, L)
-        if self.proposer is None:
+        if self.proposer is None or not (options.fast or options.ensemble_weight or options.shortlist):
             tokens, search, logp = beam_search(
                 self.model, src, table, stepwise, options.beam, options.score_end
             )
@@ -459,18 +456,19 @@ class Decoder:
         shortlist = self._shortlist(plans, table[:, :length] + lattice, options.shortlist)
         if options.fast:
             beam = max(options.beam, options.proposals)
-            for listed in (shortlist, None) if shortlist is not None else (None,):
-                limited = table if listed is None else listed.limit(table)
-                found = beam_search(proposer, src, limited, stepwise, beam, options.score_end, listed, logits)
-                if torch.isfinite(found[1][:, 0]).all():
-                    break
+
+            def lattice_search(lst: Shortlist | None) -> Found:  # the lattice has no output layer
+                limited = table if lst is None else lst.limit(table)
+                return beam_search(proposer, src, limited, stepwise, beam, options.score_end, lst, logits)
+
+            found, listed = _with_fallback(shortlist, lattice_search)
             return self._rescore(src, *found, options, listed)
         table = table.clone()
         table[:, :length] += options.ensemble_weight * lattice
-        for listed in (shortlist, None) if shortlist is not None else (None,):
-            found = beam_search(self.model, src, table, stepwise, options.beam, options.score_end, listed)
-            if torch.isfinite(found[1][:, 0]).all():
-                break
+        found, _ = _with_fallback(
+            shortlist,
+            lambda lst: beam_search(self.model, src, table, stepwise, options.beam, options.score_end, lst),
+        )
         return found
 
     def _shortlist(self, plans: list[Plan], ranked: Tensor, k: int) -> Shortlist | None:
@@ -535,6 +533,21 @@ class Decoder:
         return "".join(
             u if t >= 0 else pieces[i] for u, t, i in zip(plan.upper, plan.punct, ids, strict=True)
         )
+
+
+Found = tuple[Tensor, Tensor, Tensor]  # beam_search's tokens, search scores, model log-probs
+
+
+def _with_fallback(
+    shortlist: Shortlist | None, search: Callable[[Shortlist | None], Found]
+) -> tuple[Found, Shortlist | None]:
+    """``search`` within the shortlist, and again over the whole vocabulary when that left
+    some request without a line -> what was found, and the shortlist it was found in."""
+    if shortlist is not None:
+        found = search(shortlist)
+        if torch.isfinite(found[1][:, 0]).all():
+            return found, shortlist
+    return search(None), None
 
 
 def rule_report(plan: Plan, lower: str) -> RuleReport:

@@ -196,7 +196,7 @@ class PooledModel:
     def __init__(
         self, path: Path, extra: SensitiveFilter | None, int8: bool, processes: int, threads: int
     ) -> None:
-        self.local = LoadedModel.load(path, extra, int8)
+        self.local = LoadedModel(load_bundle(path), extra)  # never decodes: no int8 copy, no warm-up
         self.version, self.bundle = self.local.version, self.local.bundle
         context = multiprocessing.get_context("spawn")  # never fork a process that runs threads
         self.pool = ProcessPoolExecutor(
