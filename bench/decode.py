@@ -6,11 +6,12 @@ model of the ``cpu`` preset's size (the speed of a step does not depend on the w
 Upper lines come from the wb14123 test set when the corpus is present, else from the test
 fixtures. Goal (BENCHMARKS.md): p50 <= 15 ms, p99 <= 50 ms on a 2-core machine.
 
-Five decoders: the served one (the encoder-decoder's beam search with the bundle's tagger as
+Six decoders: the served one (the encoder-decoder's beam search with the bundle's tagger as
 a second opinion and its shortlist of tokens for the output layer, in ``SERVE_INT8``'s
-precision), the same without the shortlist, the same in the other precision, the fast mode
+precision, on ``SERVE_RUNTIME``), the same without the shortlist, the same in the other
+precision, the same in eager PyTorch (when the served runtime is another), the fast mode
 (the tagger's one-pass proposals rescored by the encoder-decoder), and the encoder-decoder
-alone (fp32, every token scored). Without a bundled tagger, a random one of the ``tagger``
+alone (eager fp32, every token scored). Without a bundled tagger, a random one of the ``tagger``
 preset's size stands in (same cost).
 """
 
@@ -30,7 +31,7 @@ import torch
 
 from data.paths import ROOT, corpus_dir, data_dir, default_model_dir
 from data.vocab import Vocab
-from model.bundle import SERVE_INT8
+from model.bundle import SERVE_INT8, SERVE_RUNTIME
 from model.decode import ConstraintError, DecodeOptions, Decoder
 from model.tagger import CoupletTagger
 from model.transformer import CoupletTransformer, ModelConfig
@@ -113,8 +114,8 @@ def run(args: argparse.Namespace) -> dict[str, object]:
     proposer, proposer_kind = proposer_for(decoder)
     decoder.proposer = None
     model = cast(CoupletTransformer, decoder.model)
-    served = Decoder(model, decoder.vocab, SERVE_INT8, proposer)
-    other = Decoder(model, decoder.vocab, not SERVE_INT8, proposer)
+    served = Decoder(model, decoder.vocab, SERVE_INT8, proposer, runtime=SERVE_RUNTIME)
+    other = Decoder(model, decoder.vocab, not SERVE_INT8, proposer, runtime=SERVE_RUNTIME)
     normal = DecodeOptions(n_best=10)
     variants = {
         "": (served, normal),
@@ -123,6 +124,8 @@ def run(args: argparse.Namespace) -> dict[str, object]:
         "fast_": (served, replace(normal, fast=True)),
         "model_only_": (decoder, normal),
     }
+    if SERVE_RUNTIME != "torch":
+        variants["torch_"] = (Decoder(model, decoder.vocab, SERVE_INT8, proposer), normal)
     uppers, source = upper_lines()
     n = 100 if quick else 1000
     first = DecodeOptions(n_best=10, required_first="春")
@@ -130,6 +133,7 @@ def run(args: argparse.Namespace) -> dict[str, object]:
     batch = uppers[: 300 if quick else 1000]
     figures: dict[str, object] = {"model": model_kind, "lines_from": source, "requests": n}
     figures["served_int8"] = SERVE_INT8
+    figures["served_runtime"] = SERVE_RUNTIME
     figures["proposer"] = proposer_kind
     figures["params_m"] = round(sum(p.numel() for p in decoder.model.parameters()) / 1e6, 2)
     torch.set_num_threads(1)  # one thread per request: the service runs decodes side by side

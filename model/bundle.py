@@ -18,7 +18,7 @@ import tempfile
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import torch
@@ -31,6 +31,7 @@ from model.tagger import CoupletTagger
 MODEL_FILE, FINGERPRINTS_FILE, SENSITIVE_FILE = "model.pt", "fingerprints.npy", "sensitive.npy"
 PROPOSER_FILE = "proposer.pt"
 SERVE_INT8 = True  # how `make serve` decodes a bundle by default (serve.settings, model.evaluate read it)
+SERVE_RUNTIME: Literal["torch", "onnx"] = "onnx"  # and on what: model.decode.RUNTIMES
 MODEL_CARD, DATA_CARD, EVAL_FILE = "MODEL_CARD.md", "DATA_CARD.md", "eval.json"
 
 

@@ -84,17 +84,18 @@ def training_summary(train_dir: Path | None) -> dict[str, Any]:
     return out
 
 
-def latency_variants(served_int8: bool) -> list[tuple[str, str]]:
+def latency_variants(served_int8: bool, runtime: str = "torch") -> list[tuple[str, str]]:
     """The decode benchmark's key prefixes (bench/decode.py) and what each decoder is; ""
     is what `make serve` runs."""
-    served = "int8" if served_int8 else "fp32"
+    served = ("int8" if served_int8 else "fp32") + ("" if runtime == "torch" else f", {runtime} runtime")
     return [
         ("", f"normal search: the encoder-decoder with the bundled tagger and its shortlist, {served}"),
         ("full_vocab_", f"the same, every token scored (no shortlist), {served}"),
         ("fp32_", "the same as served, in fp32"),
         ("int8_", "the same as served, in int8"),
+        ("torch_", "the same as served, in eager PyTorch"),
         ("fast_", f"fast mode (tagger proposals rescored), {served}"),
-        ("model_only_", "the encoder-decoder alone, every token scored, fp32"),
+        ("model_only_", "the encoder-decoder alone, every token scored, fp32, eager PyTorch"),
     ]
 
 
@@ -162,7 +163,9 @@ def latency_section(bench: dict[str, Any]) -> list[str]:
         "| decoder | p50 ms | p99 ms | batch lines/s |",
         "|---|---|---|---|",
     ]
-    for key, label in latency_variants(bool(d.get("served_int8", False))):
+    for key, label in latency_variants(
+        bool(d.get("served_int8", False)), str(d.get("served_runtime", "torch"))
+    ):
         if f"{key}latency_p50_ms" in d:
             mark = " (served)" if key == "" else ""
             lines.append(

@@ -23,7 +23,8 @@ from sacrebleu.metrics import BLEU
 
 from data.paths import data_dir, default_model_dir, work_dir
 from data.vocab import Vocab
-from model.bundle import SERVE_INT8
+from model.bundle import SERVE_INT8, SERVE_RUNTIME
+from model.decode import RUNTIMES
 from model.greedy import greedy
 from model.rules import HARD_RULES, check
 from model.scoring import mean_nll
@@ -96,16 +97,18 @@ def make_decoder(
     use_greedy: bool,
     proposer: Any = None,
     int8: bool = SERVE_INT8,
+    runtime: str = SERVE_RUNTIME,
 ) -> Decode:
     """Top candidate of ``model.decode.Decoder`` (or plain greedy decoding when asked or absent),
-    with a ``proposer`` (an encoder-only tagger) beside the model; ``int8``: quantised copies."""
+    with a ``proposer`` (an encoder-only tagger) beside the model; ``int8``: quantised copies;
+    ``runtime``: what runs them (model.decode.RUNTIMES)."""
     if not use_greedy:
         try:
             from model.decode import Decoder
         except ImportError:
             print("note: model.decode is not available; using greedy decoding", file=sys.stderr)
         else:
-            decoder = Decoder(model, vocab, int8=int8, proposer=proposer)
+            decoder = Decoder(model, vocab, int8=int8, proposer=proposer, runtime=runtime)
 
             def one(upper: str) -> str:
                 try:
@@ -148,6 +151,7 @@ def evaluate_files(
     use_greedy: bool = False,
     proposer: Any = None,
     int8: bool = SERVE_INT8,
+    runtime: str = SERVE_RUNTIME,
 ) -> dict[str, Any]:
     """Decode the test set once; score it whole and its leak-free part (perplexity is the
     model's; a ``proposer`` is the tagger the decoder uses, see ``DecodeOptions``)."""
@@ -158,7 +162,7 @@ def evaluate_files(
     if not test_path.is_file():
         raise FileNotFoundError(f"missing {test_path}; run `make data` first")
     test = read_tsv(test_path)[: limit or None]
-    decode = make_decoder(model.eval(), vocab, options, use_greedy, proposer, int8)
+    decode = make_decoder(model.eval(), vocab, options, use_greedy, proposer, int8, runtime)
     hyps = decode([u for u, _ in test])
     lowers = set(train_lowers)
     flags = read_flags(folder / "test_leak.txt", len(test))
@@ -175,7 +179,10 @@ def evaluate_files(
     result["decoder"] = (
         "greedy"
         if use_greedy
-        else "model.decode" + (" fast (proposer)" if fast else "") + (" int8" if int8 else "")
+        else "model.decode"
+        + (" fast (proposer)" if fast else "")
+        + (" int8" if int8 else "")
+        + f" ({runtime})"
     )
     # No example lines here: the result goes into the shipped bundle, and the test set is AGPL text.
     result["summary"] = summary(result)
@@ -324,6 +331,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         default=SERVE_INT8,
         help="decode with int8 copies of the models, as `make serve` does by default (perplexity stays fp32)",
     )
+    p.add_argument(
+        "--runtime",
+        choices=RUNTIMES,
+        default=SERVE_RUNTIME,
+        help="what runs the models while decoding (default: as `make serve`)",
+    )
     return p.parse_args(argv)
 
 
@@ -351,12 +364,20 @@ def main(argv: list[str] | None = None) -> int:
         lowers = [lo for _, lo in read_tsv(train_path)] if train_path.exists() else []
         options = decode_options(args)
         result = evaluate_files(
-            model, vocab, folder, args.limit, lowers, options, args.greedy, proposer, args.int8
+            model, vocab, folder, args.limit, lowers, options, args.greedy, proposer, args.int8, args.runtime
         )
         if args.compare_rules and not args.greedy:
             off = replace(options, rules=False)
             result["rules_off"] = evaluate_files(
-                model, vocab, folder, args.limit, lowers, off, proposer=proposer, int8=args.int8
+                model,
+                vocab,
+                folder,
+                args.limit,
+                lowers,
+                off,
+                proposer=proposer,
+                int8=args.int8,
+                runtime=args.runtime,
             )["summary"]
     except (FileNotFoundError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)

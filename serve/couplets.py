@@ -83,15 +83,25 @@ def extra_filter(settings: Settings) -> SensitiveFilter | None:
     return SensitiveFilter(read_words(settings.sensitive_words), allow)
 
 
+@dataclass(frozen=True)
+class Engine:
+    """How a bundle is decoded: int8 copies of the models, and on what (model.decode.RUNTIMES)."""
+
+    int8: bool = False
+    runtime: str = "torch"
+
+
 class LoadedModel:
     """One bundle with its decoder and sensitive-word filters, ready to answer."""
 
     def __init__(
-        self, bundle: Bundle, extra_filter: SensitiveFilter | None = None, int8: bool = False
+        self, bundle: Bundle, extra_filter: SensitiveFilter | None = None, engine: Engine = Engine()
     ) -> None:
         self.bundle = bundle
         self.version = _version(bundle)
-        self.decoder = Decoder(bundle.model, bundle.vocab, int8=int8, proposer=bundle.proposer)
+        self.decoder = Decoder(
+            bundle.model, bundle.vocab, int8=engine.int8, proposer=bundle.proposer, runtime=engine.runtime
+        )
         bundled = (
             SensitiveFilter.from_hashes(bundle.sensitive_hashes, allow=allow_list())
             if len(bundle.sensitive_hashes)
@@ -100,8 +110,10 @@ class LoadedModel:
         self.filters = [f for f in (bundled, extra_filter) if f is not None]
 
     @classmethod
-    def load(cls, path: Path, extra_filter: SensitiveFilter | None = None, int8: bool = False) -> LoadedModel:
-        model = cls(load_bundle(path), extra_filter, int8)
+    def load(
+        cls, path: Path, extra_filter: SensitiveFilter | None = None, engine: Engine = Engine()
+    ) -> LoadedModel:
+        model = cls(load_bundle(path), extra_filter, engine)
         model.answer_batch([Query("春风得意", 1)], 0)  # the decoder's tables are built on first use
         return model
 
@@ -168,10 +180,10 @@ class LoadedModel:
 _WORKER_MODEL: LoadedModel | None = None  # in a decode worker process: its copy of the model
 
 
-def _start_worker(path: Path, extra: SensitiveFilter | None, int8: bool, threads: int) -> None:
+def _start_worker(path: Path, extra: SensitiveFilter | None, engine: Engine, threads: int) -> None:
     global _WORKER_MODEL
     torch.set_num_threads(threads)
-    _WORKER_MODEL = LoadedModel.load(path, extra, int8)
+    _WORKER_MODEL = LoadedModel.load(path, extra, engine)
 
 
 def _worker_answer(queries: list[Query], oversample: int) -> list[GenerateResponse | Exception]:
@@ -194,13 +206,13 @@ class PooledModel:
     check of known lower lines)."""
 
     def __init__(
-        self, path: Path, extra: SensitiveFilter | None, int8: bool, processes: int, threads: int
+        self, path: Path, extra: SensitiveFilter | None, engine: Engine, processes: int, threads: int
     ) -> None:
-        self.local = LoadedModel(load_bundle(path), extra)  # never decodes: no int8 copy, no warm-up
+        self.local = LoadedModel(load_bundle(path), extra)  # never decodes: eager fp32, no warm-up
         self.version, self.bundle = self.local.version, self.local.bundle
         context = multiprocessing.get_context("spawn")  # never fork a process that runs threads
         self.pool = ProcessPoolExecutor(
-            processes, mp_context=context, initializer=_start_worker, initargs=(path, extra, int8, threads)
+            processes, mp_context=context, initializer=_start_worker, initargs=(path, extra, engine, threads)
         )
         # Start the workers now (each loads the model before its first job), not on the
         # first requests: each submission finds no idle worker and starts one.
@@ -222,13 +234,17 @@ Served = LoadedModel | PooledModel
 
 
 def load_served(
-    path: Path, extra: SensitiveFilter | None = None, int8: bool = False, processes: int = 0, threads: int = 1
+    path: Path,
+    extra: SensitiveFilter | None = None,
+    engine: Engine = Engine(),
+    processes: int = 0,
+    threads: int = 1,
 ) -> Served:
     """The model as the server runs it: decoding in ``processes`` worker processes, or in
     the server's own threads when 0."""
     if processes > 0:
-        return PooledModel(path, extra, int8, processes, threads)
-    return LoadedModel.load(path, extra, int8)
+        return PooledModel(path, extra, engine, processes, threads)
+    return LoadedModel.load(path, extra, engine)
 
 
 def _options(q: Query, n_best: int) -> DecodeOptions:

@@ -15,7 +15,7 @@ from fastapi.staticfiles import StaticFiles
 from starlette.concurrency import run_in_threadpool
 from swagger_ui_bundle import swagger_ui_path
 
-from serve.couplets import CoupletService, extra_filter, load_served
+from serve.couplets import CoupletService, Engine, extra_filter, load_served
 from serve.db import FeedbackStore, make_engine
 from serve.ratelimit import RateLimiter
 from serve.routers import admin, feedback, generate, info, site
@@ -32,7 +32,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         loader = functools.partial(
             load_served,
             extra=extra_filter(settings),
-            int8=settings.int8,
+            engine=Engine(settings.int8, settings.runtime),
             processes=settings.decode_processes,
             threads=settings.torch_threads,
         )

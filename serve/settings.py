@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
 from pydantic import Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from data.paths import ROOT, data_dir, default_model_dir, work_dir
-from model.bundle import SERVE_INT8
+from model.bundle import SERVE_INT8, SERVE_RUNTIME
 from serve.db import store_url
 
 
@@ -57,6 +58,10 @@ class Settings(BaseSettings):
         default=2048, description="generate results kept per model (beam search is deterministic)"
     )
     int8: bool = Field(default=SERVE_INT8, description="decode with int8 linear layers (faster on a CPU)")
+    runtime: Literal["torch", "onnx"] = Field(
+        default=SERVE_RUNTIME,
+        description="what runs the models: eager PyTorch, or their graphs exported to ONNX Runtime (faster)",
+    )
     torch_threads: int = Field(
         default=1, description="intra-op threads per decode; requests run side by side"
     )

@@ -28,10 +28,11 @@ def vocab(tmp_path_factory: pytest.TempPathFactory, pairs: list[tuple[str, str]]
     return decode_vocab(tmp_path_factory.mktemp("decode_vocab"), pairs)
 
 
-@pytest.fixture(scope="module", params=["model", "tagger shortlist"])
+@pytest.fixture(scope="module", params=["model", "tagger shortlist", "tagger shortlist onnx int8"])
 def decoder(vocab: Vocab, request: pytest.FixtureRequest) -> Decoder:
     """The model alone, or with a tagger whose top 6 tokens per position are all the output
-    layer scores (few enough that the rules often need the fallback to every token)."""
+    layer scores (few enough that the rules often need the fallback to every token), also as
+    served: int8 on ONNX Runtime."""
     torch.manual_seed(7)
     cfg = ModelConfig(
         vocab_size=len(vocab), d_model=32, n_heads=2, n_enc_layers=1, n_dec_layers=1, d_ff=64, dropout=0.0
@@ -40,7 +41,14 @@ def decoder(vocab: Vocab, request: pytest.FixtureRequest) -> Decoder:
     if request.param == "model":
         return Decoder(model, vocab)
     tagger = build_model(cfg.with_(kind="tagger"))
-    return Decoder(model, vocab, proposer=cast(CoupletTagger, tagger).eval())
+    served = request.param.endswith("onnx int8")
+    return Decoder(
+        model,
+        vocab,
+        int8=served,
+        proposer=cast(CoupletTagger, tagger).eval(),
+        runtime="onnx" if served else "torch",
+    )
 
 
 def han_chars(vocab: Vocab) -> list[str]:

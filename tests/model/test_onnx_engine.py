@@ -1,0 +1,126 @@
+"""The ONNX Runtime engine: the same numbers as the PyTorch models, and a decoder on it
+that gives the same lines (fp32) and keeps every hard rule (int8)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from data.vocab import BOS_ID, EOS_ID, PAD_ID, UNK_ID, Vocab
+from model.checkpoint import build_model
+from model.decode import DecodeOptions, Decoder, beam_search
+from model.onnx_engine import OnnxTagger, OnnxTransformer
+from model.rules import check
+from model.tagger import CoupletTagger
+from model.transformer import CoupletTransformer, ModelConfig
+from tests.model.decode_fixtures import decode_vocab
+
+SMALL = {"d_model": 32, "n_heads": 2, "n_enc_layers": 2, "n_dec_layers": 2, "d_ff": 64, "dropout": 0.0}
+UPPERS = ["春风得意", "天对地，雨对风。", "上海自来水来自海上", "山山水水", "海纳百川有容乃大"]
+
+
+@pytest.fixture(scope="module")
+def vocab(tmp_path_factory: pytest.TempPathFactory, pairs: list[tuple[str, str]]) -> Vocab:
+    return decode_vocab(tmp_path_factory.mktemp("onnx_vocab"), pairs)
+
+
+def models(vocab: Vocab, aligned: bool = True, seed: int = 5) -> tuple[CoupletTransformer, CoupletTagger]:
+    torch.manual_seed(seed)
+    cfg = ModelConfig(vocab_size=len(vocab), aligned=aligned, **SMALL)
+    s2s, tagger = build_model(cfg), build_model(cfg.with_(kind="tagger"))
+    assert isinstance(s2s, CoupletTransformer) and isinstance(tagger, CoupletTagger)
+    return s2s.eval(), tagger.eval()
+
+
+@pytest.mark.parametrize("aligned", [True, False])
+def test_engine_steps_match_the_models_cached_steps(vocab: Vocab, aligned: bool) -> None:
+    """Encoder, KV-cached steps with beams reordered between them, the teacher-forced
+    states and the tagger's pass: within float rounding of PyTorch."""
+    s2s, tagger = models(vocab, aligned)
+    engine = OnnxTransformer(s2s)
+    src = torch.tensor([vocab.encode("海纳百川"), vocab.encode("春风得意")])
+    with torch.inference_mode():
+        memory = s2s.encode(src)
+        assert torch.allclose(engine.encode(src), memory, atol=1e-5)
+        ours, theirs = engine.new_cache(memory, src), s2s.new_cache(memory, src)
+        prev = torch.full((2,), BOS_ID)
+        for pos, index in enumerate([[0, 0, 1], [2, 1, 0], [1, 1, 2], [0, 2, 2], [0, 1, 2]]):
+            a, b = engine.step_states(ours, prev, pos), s2s.step_states(theirs, prev, pos)
+            assert torch.allclose(a, b, atol=1e-5), pos
+            assert torch.allclose(engine.step(ours, prev, pos), s2s.step(theirs, prev, pos), atol=1e-4)
+            parent = torch.tensor(index)  # the first reorder widens 2 rows to 3, later ones move beams
+            ours, theirs = engine.reorder_cache(ours, parent), s2s.reorder_cache(theirs, parent)
+            prev = torch.tensor(vocab.encode("江山如"))
+        tgt_in = torch.tensor([[BOS_ID, *vocab.encode("江山如")], [BOS_ID, *vocab.encode("秋月无")]])
+        want = s2s.decode_states(memory, src, tgt_in)
+        assert torch.allclose(engine.decode_states(memory, src, tgt_in), want, atol=1e-5)
+        assert torch.allclose(OnnxTagger(tagger).encode(src), tagger.encode(src), atol=1e-4)
+
+
+def test_engine_refuses_padded_sources(vocab: Vocab) -> None:
+    s2s, _ = models(vocab)
+    engine = OnnxTransformer(s2s)
+    src = torch.tensor([vocab.encode("海纳百川"), [*vocab.encode("春风"), PAD_ID, PAD_ID]])
+    with pytest.raises(ValueError, match="unpadded"):
+        engine.new_cache(engine.encode(src), src)
+
+
+def test_beam_search_on_the_engine_equals_pytorch(vocab: Vocab) -> None:
+    s2s, _ = models(vocab)
+    src = torch.tensor([vocab.encode("海纳百川")])
+    table = torch.zeros(1, 5, s2s.cfg.vocab_size)
+    table[0, :4, [PAD_ID, BOS_ID, EOS_ID, UNK_ID]] = float("-inf")  # no special token inside the line
+    table[0, 4] = float("-inf")
+    table[0, 4, EOS_ID] = 0.0
+    a = beam_search(OnnxTransformer(s2s), src, table, [], 6)
+    b = beam_search(s2s, src, table, [], 6)
+    assert a[0].tolist() == b[0].tolist()
+    assert torch.allclose(a[2], b[2], atol=1e-4)
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        DecodeOptions(n_best=5),
+        DecodeOptions(n_best=5, shortlist=0),
+        DecodeOptions(n_best=5, fast=True, proposals=12),
+        DecodeOptions(n_best=4, locks="__春_____", required_chars="月"),
+    ],
+    ids=["shortlist", "every token", "fast", "locks"],
+)
+def test_decoder_on_onnx_gives_pytorchs_lines(vocab: Vocab, options: DecodeOptions) -> None:
+    s2s, tagger = models(vocab)
+    eager = Decoder(s2s, vocab, proposer=tagger)
+    onnx = Decoder(s2s, vocab, proposer=tagger, runtime="onnx")
+    uppers = UPPERS if options.locks is None else ["海纳百川有容乃大"]
+    for upper in uppers:
+        want, got = eager.generate(upper, options), onnx.generate(upper, options)
+        assert [c.text for c in got.candidates] == [c.text for c in want.candidates], upper
+        for g, w in zip(got.candidates, want.candidates, strict=True):
+            assert g.score == pytest.approx(w.score, abs=1e-4)
+
+
+def test_int8_onnx_decoder_keeps_the_rules_and_close_scores(vocab: Vocab) -> None:
+    s2s, tagger = models(vocab)
+    decoder = Decoder(s2s, vocab, int8=True, proposer=tagger, runtime="onnx")
+    for options in (DecodeOptions(n_best=5), replace(DecodeOptions(n_best=5), fast=True)):
+        for upper in UPPERS:
+            for c in decoder.generate(upper, options).candidates:
+                assert check(upper, c.text).hard_ok, (upper, c.text)
+    # the model's own log-probability of its top line, exactly: int8 stays close to it
+    top = decoder.generate("海纳百川", DecodeOptions(n_best=1, shortlist=0)).candidates[0]
+    with torch.inference_mode():
+        ids = vocab.encode(top.text)
+        logits = s2s(torch.tensor([vocab.encode("海纳百川")]), torch.tensor([[BOS_ID, *ids[:-1]]]))
+        logp = F.log_softmax(logits[0].float(), -1)
+    exact = float(sum(logp[i, t] for i, t in enumerate(ids))) / len(ids)
+    assert top.score == pytest.approx(exact, abs=0.1)
+
+
+def test_an_unknown_runtime_is_refused(vocab: Vocab) -> None:
+    s2s, _ = models(vocab)
+    with pytest.raises(ValueError, match="runtime must be one of torch, onnx"):
+        Decoder(s2s, vocab, runtime="tensorrt")
