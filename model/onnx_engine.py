@@ -22,7 +22,7 @@ import tempfile
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import torch
@@ -112,8 +112,8 @@ class _Encode(nn.Module):
 
 
 class _Prepare(nn.Module):
-    """memory (N, S, d) -> the cross-attention keys and values of every decoder layer
-    (L, N, H, S, dh) each, and the aligned encoder state (N, S, d)."""
+    """memory (N, S, d) -> every decoder layer's cross-attention keys, transposed,
+    (L, N, H, dh, S) and values (L, N, H, S, dh), and the aligned encoder state (N, S, d)."""
 
     def __init__(self, model: CoupletTransformer) -> None:
         super().__init__()
@@ -122,17 +122,41 @@ class _Prepare(nn.Module):
     def forward(self, memory: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         kv = [layer.cross_attn.keys_values(memory) for layer in self.m.decoder_layers()]
         aligned = self.m.align(memory) if self.m.align is not None else torch.zeros_like(memory)
-        return torch.stack([k for k, _ in kv]), torch.stack([v for _, v in kv]), aligned
+        return torch.stack([k.transpose(2, 3) for k, _ in kv]), torch.stack([v for _, v in kv]), aligned
+
+
+def _scaled_linear(parts: list[nn.Linear], scale: list[float]) -> nn.Linear:
+    """One linear layer computing ``parts`` side by side, each output scaled."""
+    weight = torch.cat([p.weight.detach() * s for p, s in zip(parts, scale, strict=True)])
+    bias = torch.cat([cast(Tensor, p.bias).detach() * s for p, s in zip(parts, scale, strict=True)])
+    fused = nn.Linear(weight.size(1), weight.size(0))
+    with torch.no_grad():
+        fused.weight.copy_(weight)
+        fused.bias.copy_(bias)
+    return fused
 
 
 class _Step(nn.Module):
     """One decoder position for B rows: prev (B,) tokens, pos (1,), aligned (B, 1, d), the
-    past self-attention keys/values (L, B, H, P, dh), the cross keys/values (L, B, H, S, dh)
-    -> the normalised state (B, d) and the present keys/values (L, B, H, P+1, dh)."""
+    past self-attention keys, transposed, (L, B, H, dh, P) and values (L, B, H, P, dh), the
+    cross keys/values from ``_Prepare`` -> the normalised state (B, d) and the present keys
+    (L, B, H, dh, P+1) and values (L, B, H, P+1, dh).
+
+    The same function as ``DecoderLayer.step``, written for one query so that the exported
+    graph is small: the query, key and value projections in one product (the query scaled
+    by 1/sqrt(dh) in its weights), heads split by reshapes alone, keys kept transposed."""
 
     def __init__(self, model: CoupletTransformer) -> None:
         super().__init__()
         self.m = model
+        cfg = model.cfg
+        self.h, self.dh, self.d = cfg.n_heads, cfg.d_model // cfg.n_heads, cfg.d_model
+        scale = self.dh**-0.5
+        layers = model.decoder_layers()
+        self.qkv = nn.ModuleList(
+            _scaled_linear([la.self_attn.q, la.self_attn.kv], [scale, 1.0]) for la in layers
+        )
+        self.cross_q = nn.ModuleList(_scaled_linear([la.cross_attn.q], [scale]) for la in layers)
 
     def forward(
         self,
@@ -144,19 +168,23 @@ class _Step(nn.Module):
         ck: Tensor,
         cv: Tensor,
     ) -> tuple[Tensor, Tensor, Tensor]:
-        m = self.m
-        x = m.tgt_embed(prev)[:, None] + m.tgt_pos(pos)[None] + aligned  # (B, 1, d)
+        m, h, dh, d = self.m, self.h, self.dh, self.d
+        x = m.tgt_embed(prev) + m.tgt_pos(pos) + aligned[:, 0]  # (B, d)
+        b = x.size(0)
         present_k, present_v = [], []
         for i, layer in enumerate(m.decoder_layers()):
-            h = layer.norm1(x)
-            k, v = layer.self_attn.keys_values(h)  # (B, H, 1, dh)
-            ks, vs = torch.cat([past_k[i], k], 2), torch.cat([past_v[i], v], 2)
+            q, k, v = self.qkv[i](layer.norm1(x)).split(d, dim=-1)  # (B, d) each
+            ks = torch.cat([past_k[i], k.reshape(b, h, dh, 1)], 3)  # (B, H, dh, P+1)
+            vs = torch.cat([past_v[i], v.reshape(b, h, 1, dh)], 2)  # (B, H, P+1, dh)
             present_k.append(ks)
             present_v.append(vs)
-            x = x + layer.self_attn.attend(h, ks, vs, None, causal=False)
-            x = x + layer.cross_attn.attend(layer.norm2(x), ck[i], cv[i], None, False)
+            att = torch.softmax(q.reshape(b, h, 1, dh) @ ks, dim=-1)  # (B, H, 1, P+1)
+            x = x + layer.self_attn.out((att @ vs).reshape(b, d))
+            q = self.cross_q[i](layer.norm2(x))
+            att = torch.softmax(q.reshape(b, h, 1, dh) @ ck[i], dim=-1)  # (B, H, 1, S)
+            x = x + layer.cross_attn.out((att @ cv[i]).reshape(b, d))
             x = x + layer.ff(layer.norm3(x))
-        return m.dec_norm(x)[:, 0], torch.stack(present_k), torch.stack(present_v)
+        return m.dec_norm(x), torch.stack(present_k), torch.stack(present_v)
 
 
 class _DecodeStates(nn.Module):
@@ -170,8 +198,9 @@ class _DecodeStates(nn.Module):
 
 @dataclass
 class OnnxCache:
-    """The search's state between steps: past self-attention keys/values (L, B, H, P, dh),
-    cross keys/values (L, B, H, S, dh), aligned encoder states (B, S, d)."""
+    """The search's state between steps: past self-attention keys (L, B, H, dh, P) and
+    values (L, B, H, P, dh), cross keys (L, B, H, dh, S) and values (L, B, H, S, dh), aligned
+    encoder states (B, S, d). Keys are kept transposed, as the step multiplies by them."""
 
     k: Tensor
     v: Tensor
@@ -214,18 +243,20 @@ class OnnxTransformer:
             int8,
             threads,
         )
-        past = torch.zeros(n_layers, 2, h, 1, dh)
-        cross = torch.zeros(n_layers, 2, h, 3, dh)
+        keys, values = torch.zeros(n_layers, 2, h, dh, 1), torch.zeros(n_layers, 2, h, 1, dh)
+        cross_k, cross_v = torch.zeros(n_layers, 2, h, dh, 3), torch.zeros(n_layers, 2, h, 3, dh)
         self._step = _Graph(
             _Step(model),
-            (src[:, 0], torch.tensor([1]), memory[:, :1], past, past, cross, cross),
+            (src[:, 0], torch.tensor([1]), memory[:, :1], keys, values, cross_k, cross_v),
             ["prev", "pos", "aligned", "past_k", "past_v", "ck", "cv"],
             ["state", "k", "v"],
             {
                 "prev": {0: "B"},
                 "aligned": {0: "B"},
-                **{name: {1: "B", 3: "P"} for name in ("past_k", "past_v")},
-                **{name: {1: "B", 3: "S"} for name in ("ck", "cv")},
+                "past_k": {1: "B", 4: "P"},
+                "past_v": {1: "B", 3: "P"},
+                "ck": {1: "B", 4: "S"},
+                "cv": {1: "B", 3: "S"},
             },
             int8,
             threads,
@@ -253,9 +284,10 @@ class OnnxTransformer:
         if bool((src == PAD_ID).any()):
             raise ValueError("the ONNX engine decodes unpadded sources only (one length per batch)")
         ck, cv, aligned = self._prepare(memory)
-        n_layers, n, h, _, dh = ck.shape
-        empty = ck.new_zeros(n_layers, n, h, 0, dh)
-        return OnnxCache(empty, empty, ck, cv, aligned)
+        n_layers, n, h, dh, _ = ck.shape
+        return OnnxCache(
+            ck.new_zeros(n_layers, n, h, dh, 0), ck.new_zeros(n_layers, n, h, 0, dh), ck, cv, aligned
+        )
 
     def step_states(self, cache: OnnxCache, prev: Tensor, pos: int) -> Tensor:
         if not 0 <= pos < self.cfg.max_len:
@@ -264,7 +296,7 @@ class OnnxTransformer:
             aligned = cache.aligned[:, pos : pos + 1]
         else:  # the end of sequence after the line: no source character there
             aligned = cache.aligned.new_zeros(cache.aligned.size(0), 1, cache.aligned.size(2))
-        past_k, past_v = cache.k[:, :, :, :pos], cache.v[:, :, :, :pos]  # a step again at pos replaces it
+        past_k, past_v = cache.k[..., :pos], cache.v[:, :, :, :pos]  # a step again at pos replaces it
         state, cache.k, cache.v = self._step(
             prev, torch.tensor([pos]), aligned, past_k, past_v, cache.ck, cache.cv
         )
