@@ -69,6 +69,7 @@ def export_bundle(
     vocab: Vocab,
     *,
     proposer: CoupletTagger | None = None,
+    proposer_meta: dict[str, Any] | None = None,
     train_uppers: Iterable[str] = (),
     sensitive_hashes: np.ndarray | None = None,
     model_card: str = "",
@@ -78,7 +79,8 @@ def export_bundle(
     best_valid: float | None = None,
     **meta: Any,
 ) -> Path:
-    """Write a bundle into a temporary sibling folder, then swap it into ``out_dir``."""
+    """Write a bundle into a temporary sibling folder, then swap it into ``out_dir``.
+    ``proposer_meta``: the proposer's ``step`` and ``best_valid``, kept in its checkpoint."""
     out = Path(out_dir)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
@@ -87,7 +89,9 @@ def export_bundle(
         ckpt = make_checkpoint(model, vocab, step=step, best_valid=best_valid, half=True, **meta)
         atomic_save(ckpt, tmp / MODEL_FILE)
         if proposer is not None:
-            atomic_save(make_checkpoint(proposer, vocab, half=True), tmp / PROPOSER_FILE)
+            pm = proposer_meta or {}
+            ckpt = make_checkpoint(proposer, vocab, pm.get("step", 0), pm.get("best_valid"), half=True)
+            atomic_save(ckpt, tmp / PROPOSER_FILE)
         FingerprintIndex.from_lines(train_uppers).save(tmp / FINGERPRINTS_FILE)
         hashes = np.zeros(0, np.uint64) if sensitive_hashes is None else np.asarray(sensitive_hashes)
         _save_npy(tmp / SENSITIVE_FILE, hashes)

@@ -175,15 +175,16 @@ def latency_section(bench: dict[str, Any]) -> list[str]:
     return lines
 
 
-def proposer_section(bundle: Path, train_dir: Path | None) -> list[str]:
+def proposer_section(bundle: Path, run_dir: Path | None) -> list[str]:
+    """The bundle's proposer; ``run_dir``: its training run's folder, for time and pairs seen."""
     meta = _read_checkpoint_meta(bundle, "proposer.pt")
     if not meta:
         return []
-    tr = training_summary(train_dir / "proposer" if train_dir else None)
+    tr = training_summary(run_dir)
     trained = (
         f"- trained {tr['steps']} steps, {tr['minutes']:.1f} min, {tr.get('pairs_seen', 0):,} pairs seen"
         if tr.get("steps")
-        else "- training log not recorded here"
+        else f"- trained {meta.get('step') or '–'} steps (its training log was not given here)"
     )
     return [
         "## Proposer",
@@ -229,6 +230,7 @@ def render(
     report: dict[str, Any],
     bench: dict[str, Any],
     hardware: str = "not recorded",
+    proposer_dir: Path | None = None,
 ) -> str:
     ev = _read_json(bundle / "eval.json")
     meta = _read_checkpoint_meta(bundle)
@@ -259,7 +261,7 @@ def render(
         else f"- steps: {meta.get('step', '–')}",
         f"- best validation NLL per character: {meta.get('best_valid', '–')}",
         "",
-        *proposer_section(bundle, train_dir),
+        *proposer_section(bundle, proposer_dir or (train_dir / "proposer" if train_dir else None)),
         "## Data",
         "",
         *data_section(report),
@@ -324,6 +326,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--report", type=Path, default=data_dir() / "report.json", help="the data stage's report")
     p.add_argument("--bench", type=Path, help="a `make bench` JSON with a `decode` entry (latency)")
     p.add_argument("--hardware", default="not recorded", help="what the model was trained on, in words")
+    p.add_argument(
+        "--proposer-dir", type=Path, help="the proposer's training run (default: <train-dir>/proposer)"
+    )
     p.add_argument("--extra", type=Path, help="Markdown appended to the card (notes, limitations)")
     return p.parse_args(argv)
 
@@ -333,7 +338,14 @@ def main(argv: list[str] | None = None) -> int:
     if not (args.bundle / "model.pt").is_file():
         print(f"error: no model bundle at {args.bundle}", file=sys.stderr)
         return 2
-    card = render(args.bundle, args.train_dir, _read_json(args.report), _read_json(args.bench), args.hardware)
+    card = render(
+        args.bundle,
+        args.train_dir,
+        _read_json(args.report),
+        _read_json(args.bench),
+        args.hardware,
+        args.proposer_dir,
+    )
     if args.extra is not None:
         card += "\n" + args.extra.read_text(encoding="utf-8")
     (args.bundle / "MODEL_CARD.md").write_text(card, encoding="utf-8")

@@ -399,6 +399,7 @@ def finish(
         best_valid=meta.get("best_valid"),
         preset=args.preset,
         proposer=proposer,
+        proposer_meta=load_model(run_checkpoint(proposer_path))[2] if proposer_path is not None else None,
     )
     write_card(bundle, out, folder / "report.json")
     print(f"bundle written to {bundle} ({sum(p.stat().st_size for p in bundle.iterdir()) / 2**20:.1f} MiB)")

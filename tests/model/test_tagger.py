@@ -14,6 +14,7 @@ from data.text import is_han
 from data.vocab import Vocab
 from model.batching import collate
 from model.bundle import PROPOSER_FILE, export_bundle, load_bundle
+from model.card import render, training_summary
 from model.checkpoint import build_model, load_model
 from model.decode import DecodeOptions, Decoder, Shortlist, rescore
 from model.greedy import greedy
@@ -270,4 +271,16 @@ def test_tiny_tagger_memorises_pairs_and_is_bundled_as_proposer(
     assert main([*s2s_args, *common, "--proposer", str(tmp_path / "tagger")]) == 0
     bundle = load_bundle(tmp_path / "s2s" / "bundle")
     assert isinstance(bundle.proposer, CoupletTagger)
+    # the bundled proposer keeps its run's step and best validation figure, which the card shows
+    _, _, tagger_meta = load_model(tmp_path / "tagger" / "best.pt")
+    _, _, bundled_meta = load_model(tmp_path / "s2s" / "bundle" / PROPOSER_FILE)
+    assert tagger_meta["best_valid"] is not None
+    assert (bundled_meta["step"], bundled_meta["best_valid"]) == (
+        tagger_meta["step"],
+        tagger_meta["best_valid"],
+    )
+    card = render(tmp_path / "s2s" / "bundle", tmp_path / "s2s", {}, {}, proposer_dir=tmp_path / "tagger")
+    section = card[card.index("## Proposer") :]
+    assert f"best validation NLL per character: {tagger_meta['best_valid']}" in section
+    assert f"trained {training_summary(tmp_path / 'tagger')['steps']} steps" in section
     assert main([*s2s_args, *common, "--proposer", str(tmp_path / "s2s" / "best.pt")]) == 2
