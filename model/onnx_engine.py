@@ -102,13 +102,15 @@ class _Graph:
 # ---- the encoder-decoder ------------------------------------------------------------------
 
 
-class _Encode(nn.Module):
-    def __init__(self, model: CoupletTransformer) -> None:
-        super().__init__()
-        self.m = model
+class _Call(nn.Module):
+    """A model's method as a module's forward, for the exporter."""
 
-    def forward(self, src: Tensor) -> Tensor:
-        return self.m.encode(src)
+    def __init__(self, model: nn.Module, method: str) -> None:
+        super().__init__()
+        self.m, self.method = model, method
+
+    def forward(self, *args: Tensor) -> Tensor:
+        return cast(Tensor, getattr(self.m, self.method)(*args))
 
 
 class _Prepare(nn.Module):
@@ -187,15 +189,6 @@ class _Step(nn.Module):
         return m.dec_norm(x), torch.stack(present_k), torch.stack(present_v)
 
 
-class _DecodeStates(nn.Module):
-    def __init__(self, model: CoupletTransformer) -> None:
-        super().__init__()
-        self.m = model
-
-    def forward(self, memory: Tensor, src: Tensor, tgt_in: Tensor) -> Tensor:
-        return self.m.decode_states(memory, src, tgt_in)
-
-
 @dataclass
 class OnnxCache:
     """The search's state between steps: past self-attention keys (L, B, H, dh, P) and
@@ -232,7 +225,7 @@ class OnnxTransformer:
         with torch.no_grad():
             memory = model.encode(src)
         self._encode = _Graph(
-            _Encode(model), (src,), ["src"], ["memory"], {"src": {0: "N", 1: "S"}}, int8, threads
+            _Call(model, "encode"), (src,), ["src"], ["memory"], {"src": {0: "N", 1: "S"}}, int8, threads
         )
         self._prepare = _Graph(
             _Prepare(model),
@@ -262,7 +255,7 @@ class OnnxTransformer:
             threads,
         )
         self._states = _Graph(
-            _DecodeStates(model),
+            _Call(model, "decode_states"),
             (memory, src, src),
             ["memory", "src", "tgt_in"],
             ["states"],
@@ -330,15 +323,6 @@ class OnnxTransformer:
 # ---- the tagger ---------------------------------------------------------------------------
 
 
-class _Tag(nn.Module):
-    def __init__(self, model: CoupletTagger) -> None:
-        super().__init__()
-        self.m = model
-
-    def forward(self, src: Tensor) -> Tensor:
-        return self.m.tag(src)
-
-
 class OnnxTagger:
     """A CoupletTagger whose one pass (``encode``) runs on ONNX Runtime; the lattice steps
     read its output and have no weights, so they are the tagger's own."""
@@ -350,7 +334,9 @@ class OnnxTagger:
         self.cfg = model.cfg
         self._torch = model
         src = torch.full((2, 3), 5, dtype=torch.long)
-        self._tag = _Graph(_Tag(model), (src,), ["src"], ["logits"], {"src": {0: "N", 1: "S"}}, int8, threads)
+        self._tag = _Graph(
+            _Call(model, "tag"), (src,), ["src"], ["logits"], {"src": {0: "N", 1: "S"}}, int8, threads
+        )
 
     def encode(self, src: Tensor) -> Tensor:
         return self._tag(src)[0]
