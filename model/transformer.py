@@ -233,9 +233,8 @@ class CoupletTransformer(nn.Module):
         if self.align is None:
             return None
         a = self.align(memory) * (src != PAD_ID).unsqueeze(-1).to(memory.dtype)  # (B, S, d)
-        if a.size(1) >= length:
-            return a[:, :length]
-        return F.pad(a, (0, 0, 0, length - a.size(1)))
+        # zeros appended and cut, not a branch on the sizes: the ONNX export traces one path
+        return torch.cat([a, a.new_zeros(a.size(0), length, a.size(2))], 1)[:, :length]
 
     def _tgt_input(self, tgt_in: Tensor, start: int, aligned: Tensor | None) -> Tensor:
         pos = torch.arange(start, start + tgt_in.size(1), device=tgt_in.device)

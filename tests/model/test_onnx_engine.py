@@ -87,9 +87,11 @@ def test_beam_search_on_the_engine_equals_pytorch(vocab: Vocab) -> None:
         DecodeOptions(n_best=5),
         DecodeOptions(n_best=5, shortlist=0),
         DecodeOptions(n_best=5, fast=True, proposals=12),
+        DecodeOptions(n_best=5, fast=True, score_end=True),
+        DecodeOptions(n_best=5, score_end=True),
         DecodeOptions(n_best=4, locks="__春_____", required_chars="月"),
     ],
-    ids=["shortlist", "every token", "fast", "locks"],
+    ids=["shortlist", "every token", "fast", "fast, end scored", "end scored", "locks"],
 )
 def test_decoder_on_onnx_gives_pytorchs_lines(vocab: Vocab, options: DecodeOptions) -> None:
     s2s, tagger = models(vocab)
