@@ -7,8 +7,10 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
+from model.onnx_engine import OnnxTransformer
 from model.rules import check
 from model.tones import line_tones, mark
+from model.transformer import CoupletTransformer
 from serve.deps import get_service
 from serve.main import create_app
 from serve.settings import Settings
@@ -141,19 +143,28 @@ def test_training_flag_without_the_corpus(settings: Settings) -> None:
         assert c.get("/api/v1/health").json()["known_lines"] == 0
 
 
-def test_int8_decoding_and_reload_keep_it(settings: Settings, bundle_b: Path) -> None:
-    app = create_app(settings.model_copy(update={"int8": True}))
+@pytest.mark.parametrize(("int8", "runtime"), [(True, "torch"), (False, "torch"), (True, "onnx")])
+def test_decoding_engine_settings_hold_across_a_reload(
+    settings: Settings, bundle_b: Path, int8: bool, runtime: str
+) -> None:
+    app = create_app(settings.model_copy(update={"int8": int8, "runtime": runtime}))
+
+    def engine_matches() -> bool:
+        model = app.state.service.model
+        decoding = model.decoder.model
+        if runtime == "onnx":
+            return isinstance(decoding, OnnxTransformer)
+        return isinstance(decoding, CoupletTransformer) and (decoding is not model.bundle.model) == int8
+
     with TestClient(app) as c:
-        assert (
-            app.state.service.model.decoder.model is not app.state.service.model.bundle.model
-        )  # quantised copy
+        assert engine_matches()
         body = c.post("/api/v1/generate", json={"upper": "春风得意", "n": 3}).json()
         assert len(body["candidates"]) == 3 and all(cand["report"]["hard_ok"] for cand in body["candidates"])
         r = c.post(
             "/api/v1/admin/reload", json={"model_dir": str(bundle_b)}, headers={"X-Admin-Token": "test-token"}
         )
         assert r.status_code == 200
-        assert app.state.service.model.decoder.model is not app.state.service.model.bundle.model
+        assert engine_matches()
 
 
 def test_fast_mode_takes_the_bundles_proposer(tmp_path: Path, vocab, known_pairs: Path) -> None:
