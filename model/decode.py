@@ -385,7 +385,7 @@ class Decoder:
         (``ensemble_weight``) and its top tokens as the shortlist the output layer scores
         (``shortlist``; the shortlisted output layer stays fp32).
         ``runtime``: ``torch`` (eager PyTorch) or ``onnx`` (the models' graphs exported to
-        ONNX Runtime, model/onnx_engine.py: the same results, 2-3x faster steps)."""
+        ONNX Runtime, model/onnx_engine.py: PyTorch's results in fp32, steps 2-4x faster)."""
         if proposer is not None and not isinstance(model, CoupletTransformer):
             raise ValueError("a proposer's candidates are rescored by an encoder-decoder model")
         self.head_weight = model.head.weight.detach() if proposer is not None else torch.empty(0)
