@@ -20,6 +20,7 @@ H heads, dh head width, d model width, V vocabulary.
 
 from __future__ import annotations
 
+import logging
 import tempfile
 import warnings
 from dataclasses import dataclass
@@ -67,7 +68,11 @@ def _session(graph: bytes, int8: bool, threads: int) -> Any:
             warnings.simplefilter("ignore")
             src, dst = Path(tmp, "fp32.onnx"), Path(tmp, "int8.onnx")
             src.write_bytes(graph)
-            quantize_dynamic(src, dst, weight_type=QuantType.QInt8)
+            logging.disable(logging.WARNING)  # it logs a pre-processing hint per graph on the root logger
+            try:
+                quantize_dynamic(src, dst, weight_type=QuantType.QInt8)
+            finally:
+                logging.disable(logging.NOTSET)
             graph = dst.read_bytes()
     so = ort.SessionOptions()
     so.intra_op_num_threads = threads
