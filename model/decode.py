@@ -17,7 +17,7 @@ import copy
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, TypeVar, cast
+from typing import Any, Literal, Protocol, TypeVar, cast, get_args
 
 import torch
 import torch.nn.functional as F
@@ -325,10 +325,11 @@ def quantized(model: M) -> M:
     return cast(M, q)
 
 
-RUNTIMES = ("torch", "onnx")
+Runtime = Literal["torch", "onnx"]  # what runs the models while decoding
+RUNTIMES: tuple[Runtime, ...] = get_args(Runtime)
 
 
-def _runtime_copy(model: CoupletTransformer | CoupletTagger, int8: bool, runtime: str) -> Any:
+def _runtime_copy(model: CoupletTransformer | CoupletTagger, int8: bool, runtime: Runtime) -> Any:
     """The model as the search runs it: eager PyTorch (an int8 copy with ``int8``), or its
     graphs on ONNX Runtime."""
     if runtime == "onnx":
@@ -352,16 +353,11 @@ def _fit_cache(cache: Any, steps: int) -> Any:
 
 
 def _reorder_beams(model: StepModel, cache: Any, parent: Tensor) -> Any:
-    """``model.reorder_cache`` for beams that stay within their request: the rows of one
-    request share the cross-attention keys, so only the self-attention cache moves."""
+    """``model.reorder_beams`` (beams that stay within their request: a model whose rows of one
+    request share state moves only the rest) where the model has it, else ``reorder_cache``."""
     if hasattr(model, "reorder_beams"):
         return cast(Any, model).reorder_beams(cache, parent)
-    if not isinstance(cache, DecoderCache):
-        return model.reorder_cache(cache, parent)
-    layers = [
-        LayerCache(c.k.index_select(0, parent), c.v.index_select(0, parent), c.ck, c.cv) for c in cache.layers
-    ]
-    return DecoderCache(layers, cache.mem_mask, cache.aligned)
+    return model.reorder_cache(cache, parent)
 
 
 class Decoder:
@@ -373,7 +369,7 @@ class Decoder:
         vocab: Vocab,
         int8: bool = False,
         proposer: CoupletTagger | None = None,
-        runtime: str = "torch",
+        runtime: Runtime = "torch",
     ) -> None:
         """``int8``: decode with copies of the models whose linear layers run in int8
         (dynamic quantisation: 1.2-1.7x faster steps on a CPU, logits within ~0.1).

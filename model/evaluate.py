@@ -24,7 +24,7 @@ from sacrebleu.metrics import BLEU
 from data.paths import data_dir, default_model_dir, work_dir
 from data.vocab import Vocab
 from model.bundle import SERVE_INT8, SERVE_RUNTIME
-from model.decode import RUNTIMES
+from model.decode import RUNTIMES, DecodeOptions, Decoder, Runtime
 from model.greedy import greedy
 from model.rules import HARD_RULES, check
 from model.scoring import mean_nll
@@ -97,41 +97,36 @@ def make_decoder(
     use_greedy: bool,
     proposer: Any = None,
     int8: bool = SERVE_INT8,
-    runtime: str = SERVE_RUNTIME,
+    runtime: Runtime = SERVE_RUNTIME,
 ) -> Decode:
-    """Top candidate of ``model.decode.Decoder`` (or plain greedy decoding when asked or absent),
+    """Top candidate of ``model.decode.Decoder`` (or plain greedy decoding when asked),
     with a ``proposer`` (an encoder-only tagger) beside the model; ``int8``: quantised copies;
     ``runtime``: what runs them (model.decode.RUNTIMES)."""
-    if not use_greedy:
+    if use_greedy:
+        return lambda uppers: greedy(model, vocab, uppers)
+    decoder = Decoder(model, vocab, int8=int8, proposer=proposer, runtime=runtime)
+
+    def one(upper: str) -> str:
         try:
-            from model.decode import Decoder
-        except ImportError:
-            print("note: model.decode is not available; using greedy decoding", file=sys.stderr)
-        else:
-            decoder = Decoder(model, vocab, int8=int8, proposer=proposer, runtime=runtime)
+            result = decoder.generate(upper, options)
+        except ValueError as e:  # e.g. a ConstraintError: counted as an empty, failing output
+            print(f"note: no output for {upper!r}: {e}", file=sys.stderr)
+            return ""
+        return result.candidates[0].text if result.candidates else ""
 
-            def one(upper: str) -> str:
-                try:
-                    result = decoder.generate(upper, options)
-                except ValueError as e:  # e.g. a ConstraintError: counted as an empty, failing output
-                    print(f"note: no output for {upper!r}: {e}", file=sys.stderr)
-                    return ""
-                return result.candidates[0].text if result.candidates else ""
+    def top(uppers: list[str]) -> list[str]:
+        out: list[str] = []
+        for i in range(0, len(uppers), 64):
+            chunk = uppers[i : i + 64]
+            try:
+                results = decoder.generate_batch(chunk, options)
+            except ValueError:  # one impossible line: decode this chunk line by line
+                out.extend(one(u) for u in chunk)
+                continue
+            out.extend(r.candidates[0].text if r.candidates else "" for r in results)
+        return out
 
-            def top(uppers: list[str]) -> list[str]:
-                out: list[str] = []
-                for i in range(0, len(uppers), 64):
-                    chunk = uppers[i : i + 64]
-                    try:
-                        results = decoder.generate_batch(chunk, options)
-                    except ValueError:  # one impossible line: decode this chunk line by line
-                        out.extend(one(u) for u in chunk)
-                        continue
-                    out.extend(r.candidates[0].text if r.candidates else "" for r in results)
-                return out
-
-            return top
-    return lambda uppers: greedy(model, vocab, uppers)
+    return top
 
 
 def read_flags(path: Path, n: int) -> list[bool] | None:
@@ -151,7 +146,7 @@ def evaluate_files(
     use_greedy: bool = False,
     proposer: Any = None,
     int8: bool = SERVE_INT8,
-    runtime: str = SERVE_RUNTIME,
+    runtime: Runtime = SERVE_RUNTIME,
 ) -> dict[str, Any]:
     """Decode the test set once; score it whole and its leak-free part (perplexity is the
     model's; a ``proposer`` is the tagger the decoder uses, see ``DecodeOptions``)."""
@@ -245,10 +240,6 @@ def load_proposer(path: Path, vocab: Vocab) -> Any:
 
 
 def decode_options(args: argparse.Namespace) -> Any:
-    try:
-        from model.decode import DecodeOptions
-    except ImportError:
-        return None
     opts = {
         "n_best": args.n_best,
         "beam_size": args.beam_size,

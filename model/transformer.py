@@ -301,3 +301,13 @@ class CoupletTransformer(nn.Module):
     def reorder_cache(cache: DecoderCache, index: Tensor) -> DecoderCache:
         """Rows ``index`` (B',) of the cache, e.g. the surviving beams, duplicated as needed."""
         return cache.select(index)
+
+    @staticmethod
+    def reorder_beams(cache: DecoderCache, parent: Tensor) -> DecoderCache:
+        """``reorder_cache`` for beams that stay within their request: the rows of one request
+        share the cross-attention keys, so only the self-attention cache moves."""
+        layers = [
+            LayerCache(c.k.index_select(0, parent), c.v.index_select(0, parent), c.ck, c.cv)
+            for c in cache.layers
+        ]
+        return DecoderCache(layers, cache.mem_mask, cache.aligned)

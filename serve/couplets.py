@@ -26,7 +26,7 @@ import torch
 
 from data.sensitive import ALLOW_LIST, SensitiveFilter, read_words
 from model.bundle import MODEL_FILE, Bundle, load_bundle
-from model.decode import MAX_CANDIDATES, ConstraintError, DecodeOptions, Decoder, DecodeResult
+from model.decode import MAX_CANDIDATES, ConstraintError, DecodeOptions, Decoder, DecodeResult, Runtime
 from model.decode import Candidate as DecodeCandidate
 from model.tones import line_tones, mark
 from serve.batching import DecodeBatcher
@@ -88,7 +88,7 @@ class Engine:
     """How a bundle is decoded: int8 copies of the models, and on what (model.decode.RUNTIMES)."""
 
     int8: bool = False
-    runtime: str = "torch"
+    runtime: Runtime = "torch"
 
 
 class LoadedModel:

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
 
 from pydantic import Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from data.paths import ROOT, data_dir, default_model_dir, work_dir
 from model.bundle import SERVE_INT8, SERVE_RUNTIME
+from model.decode import Runtime
 from serve.db import store_url
 
 
@@ -58,7 +58,7 @@ class Settings(BaseSettings):
         default=2048, description="generate results kept per model (beam search is deterministic)"
     )
     int8: bool = Field(default=SERVE_INT8, description="decode with int8 linear layers (faster on a CPU)")
-    runtime: Literal["torch", "onnx"] = Field(
+    runtime: Runtime = Field(
         default=SERVE_RUNTIME,
         description="what runs the models: eager PyTorch, or their graphs exported to ONNX Runtime (faster)",
     )
