@@ -18,20 +18,20 @@ import tempfile
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import torch
 
 from data.vocab import Vocab
 from model.checkpoint import CoupletModel, atomic_save, load_model, make_checkpoint
-from model.decode import Runtime
 from model.fingerprint import FingerprintIndex
 from model.tagger import CoupletTagger
 
 MODEL_FILE, FINGERPRINTS_FILE, SENSITIVE_FILE = "model.pt", "fingerprints.npy", "sensitive.npy"
 PROPOSER_FILE = "proposer.pt"
 SERVE_INT8 = True  # how `make serve` decodes a bundle by default (serve.settings, model.evaluate read it)
+Runtime = Literal["torch", "onnx"]  # what runs the models while decoding (model.decode.RUNTIMES)
 SERVE_RUNTIME: Runtime = "onnx"  # and on what
 MODEL_CARD, DATA_CARD, EVAL_FILE = "MODEL_CARD.md", "DATA_CARD.md", "eval.json"
 

@@ -17,7 +17,7 @@ import copy
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol, TypeVar, cast, get_args
+from typing import Any, Protocol, TypeVar, cast, get_args
 
 import torch
 import torch.nn.functional as F
@@ -25,6 +25,7 @@ from torch import Tensor, nn
 
 from data.text import is_punct
 from data.vocab import BOS_ID, PAD_ID, Vocab
+from model.bundle import Runtime
 from model.constraints import (
     NEG_INF,
     ConstraintError,
@@ -325,7 +326,6 @@ def quantized(model: M) -> M:
     return cast(M, q)
 
 
-Runtime = Literal["torch", "onnx"]  # what runs the models while decoding
 RUNTIMES: tuple[Runtime, ...] = get_args(Runtime)
 
 
