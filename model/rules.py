@@ -6,7 +6,7 @@ what evaluation, the API's per-candidate report and the tests use to verify the 
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 from data.text import clauses, is_han, is_punct, repeat_pattern
 from model.tones import Tone, line_tones, opposed, wanted_end
@@ -90,7 +90,7 @@ class RuleReport:
         return all(getattr(self, name) for name in HARD_RULES)
 
     def as_dict(self) -> dict[str, bool | float | None]:
-        return asdict(self)
+        return dict(vars(self))  # (flat fields: dataclasses.asdict's deep copy is 10x slower)
 
 
 def check(upper: str, lower: str, mode: str = "modern") -> RuleReport:

@@ -18,6 +18,9 @@ from pathlib import Path
 from typing import Any
 
 from pypinyin import Style, pinyin
+from pypinyin.contrib.tone_convert import to_tone3
+from pypinyin.converter import DefaultConverter
+from pypinyin.core import Pinyin
 
 from data.text import is_han
 
@@ -45,6 +48,24 @@ def _no_reading(chars: str) -> Any:
     # empty reading, not None: pypinyin still runs its style conversion on the item, and
     # None crashes it for a Han character outside its tables (such as 𣃁).
     return [""] * len(chars)
+
+
+class _MarkedReadings(DefaultConverter):
+    """pypinyin's phrase readings as stored (tone marks), without its per-syllable style
+    conversion: that was half the cost of reading a line, and the tone class needs only
+    the mark, read once per distinct syllable by ``_marked_tone``."""
+
+    def convert_style(self, han: str, orig_pinyin: str, style: Style, strict: bool, **kwargs: Any) -> str:
+        return orig_pinyin
+
+
+_PHRASE_READER = Pinyin(_MarkedReadings())
+
+
+@functools.lru_cache(maxsize=4096)
+def _marked_tone(syllable: str) -> Tone:
+    """Tone class of one tone-marked syllable (``hǎo`` -> oblique; unmarked: neutral, none)."""
+    return _tone_of_reading(to_tone3(syllable)) if syllable else Tone.NONE
 
 
 @functools.lru_cache(maxsize=65536)
@@ -97,15 +118,17 @@ def _line_tones(line: str, mode: str, table: frozenset[str]) -> tuple[Tone, ...]
     and pypinyin's phrase segmentation costs about as much as a decoding step)"""
     if mode == "lenient":
         return tuple(char_tone(ch, "lenient") for ch in line)
-    items = pinyin(line, style=Style.TONE3, heteronym=False, errors=_no_reading)
+    items = _PHRASE_READER.pinyin(line, style=Style.TONE, heteronym=False, errors=_no_reading)
     if len(items) != len(line):  # defensive: never misalign positions
         return tuple(char_tone(ch, mode, table or None) for ch in line)
     tones = []
     for ch, item in zip(line, items, strict=True):
         if ch in table:
             tones.append(Tone.OBLIQUE)
+        elif ch in _FORCED:
+            tones.append(_tone_of_reading(_FORCED[ch]))
         else:
-            tones.append(_tone_of_reading(_FORCED.get(ch) or (item[0] if item else None)))
+            tones.append(_marked_tone(item[0] if item else ""))
     return tuple(tones)
 
 
