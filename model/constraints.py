@@ -12,6 +12,8 @@ Two kinds of rule:
   tables into one and adds one row per step (no per-step work for them at all);
 - step rules (:class:`RepeatsMirrored`, :class:`RequiredChars`, :class:`NoThreeLevelTail`)
   look at the prefix each beam has chosen; they are vectorised over beams and vocabulary.
+  ``rule.on_columns(ids)`` gives the same rule over a shortlist: scores (B, M) whose
+  column j of request n is the token ``ids[n, j]`` (the search's tokens are then columns).
 
 Shapes: N requests, K beams per request, B = N*K rows, L line length, V vocabulary,
 R required characters. Position ``L`` is the end of sequence.
@@ -19,6 +21,7 @@ R required characters. Position ``L`` is the end of sequence.
 
 from __future__ import annotations
 
+import copy
 import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -514,6 +517,9 @@ class RepeatsMirrored:
             )
         return scores
 
+    def on_columns(self, ids: Tensor) -> RepeatsMirrored:
+        return self  # it compares the chosen tokens with each other only
+
 
 class RequiredChars:
     """Each required character (嵌字) appears somewhere. At a free position a beam may
@@ -562,6 +568,17 @@ class RequiredChars:
         keep = torch.where(missing, placing, out.gather(1, ids))
         return out.scatter(1, ids, keep)
 
+    def on_columns(self, ids: Tensor) -> RequiredChars:
+        """Each required character's column in its request's list; the padding of requests
+        with fewer goes to the end-of-sequence column (-inf before the end, as PAD's is)."""
+        hit = self.ids[:, :, None] == ids[:, None, :]  # (N, R, M)
+        eos = ids == EOS_ID  # (N, M)
+        if not bool((hit.any(2) | ~self.valid).all()) or not bool(eos.any(1).all()):
+            raise ValueError("a shortlist must hold every required character and the end of sequence")
+        out = copy.copy(self)
+        out.ids = torch.where(self.valid, hit.int().argmax(2), eos.int().argmax(1, keepdim=True))
+        return out
+
     @property
     def n_banks(self) -> int:
         return self.ids.size(1) + 1
@@ -570,10 +587,10 @@ class RequiredChars:
         """(B, V) how many required characters a beam holds after taking each token: the
         search keeps beams of every count (dynamic beam allocation, Post & Vilar 2018), so
         that placing a costly required character early is not always outranked."""
-        ids = self.ids[step.row]  # (B, R)
-        placed = (step.prefix[:, :, None] == ids[:, None, :]).any(1) & self.valid[step.row]  # (B, R)
-        gain = torch.zeros(ids.size(0), size, dtype=torch.long).scatter_(1, ids, (~placed).long())
-        gain[:, PAD_ID] = 0  # the padding of rows with fewer required characters
+        ids, valid = self.ids[step.row], self.valid[step.row]  # (B, R)
+        placed = (step.prefix[:, :, None] == ids[:, None, :]).any(1) & valid  # (B, R)
+        # (the padding of rows with fewer required characters gains nothing)
+        gain = torch.zeros(ids.size(0), size, dtype=torch.long).scatter_(1, ids, (valid & ~placed).long())
         return placed.sum(1, keepdim=True) + gain  # (B, V)
 
 
@@ -598,6 +615,11 @@ class NoThreeLevelTail:
         before = level.gather(1, step.prefix[:, n - 3 : pos])  # (B, 1 or 2) the earlier tail tones
         hit = before.all(1) & (self.level_end[step.row] if pos == n - 2 else True)  # (B,)
         return scores - self.weight * (level & hit[:, None]).to(scores.dtype)
+
+    def on_columns(self, ids: Tensor) -> NoThreeLevelTail:
+        out = copy.copy(self)
+        out.level = self.level.gather(1, ids)  # (N, M)
+        return out
 
 
 # ---- assembling the list ---------------------------------------------------------------

@@ -130,15 +130,19 @@ def beam_search(
 
     Without ``score_end`` the search stops after the L characters: the end of sequence,
     forced at L, is then not scored (it saves a whole model step). With a ``shortlist``
-    the output layer runs on its tokens only (the rest of the vocabulary is impossible; for
-    a model without an output layer, such as the tagger's lattice, ``table`` must rule the
-    rest out). ``memory``: ``model.encode(src)`` when it is already at hand."""
-    n, steps, v = table.shape
+    the search runs over each request's listed tokens only (its columns: the rest of the
+    vocabulary is impossible), and the output layer scores those alone. ``memory``:
+    ``model.encode(src)`` when it is already at hand."""
+    steps = table.size(1)
     length = steps - 1
     steps = steps if score_end else length
     memory = model.encode(src) if memory is None else memory
     cache = _fit_cache(model.new_cache(memory, src), steps)
-    scored = shortlist is not None and hasattr(model, "step_states")  # the list's rows only
+    if shortlist is not None:  # from here on a token is a column of its request's list
+        table = shortlist.gather(table)
+        step_rules = [cast(Any, rule).on_columns(shortlist.ids) for rule in step_rules]
+    n, _, v = table.shape
+    scored = shortlist is not None and hasattr(model, "step_states")  # the output layer's listed rows
     width = 1  # live beams per request: one at the start (K copies would be equal), then K
     prev = torch.full((n,), BOS_ID, dtype=torch.long)
     search = torch.zeros(n, 1)  # (N, width)
@@ -149,18 +153,17 @@ def beam_search(
     for pos in range(steps):
         row = torch.arange(n).repeat_interleave(width)  # (B,) the request of each row
         if scored:
-            logp = cast(Shortlist, shortlist).log_probs(cast(Any, model).step_states(cache, prev, pos), v)
+            logp = cast(Shortlist, shortlist).log_probs(cast(Any, model).step_states(cache, prev, pos))
         else:
             logp = model.step(cache, prev, pos).float()  # (B, V)
             logp = logp if normalised else F.log_softmax(logp, dim=-1)
+            logp = logp if shortlist is None else shortlist.pick(logp)  # (B, M)
         scores = (logp.view(n, width, v) + table[:, None, pos]).view(n * width, v)
         for rule in step_rules:
             scores = rule(scores, Step(pos, tokens, row))  # type: ignore[operator]
         total = scores.view(n, width, v).add_(search[:, :, None]).view(n, width * v)  # (N, width*V)
-        if banked is None and shortlist is not None:  # only the listed columns can be live
-            search, flat = shortlist.topk(total.view(n, width, v), beam)
-        elif banked is None:
-            search, flat = total.topk(min(beam, width * v), dim=1)  # (N, K)
+        if banked is None:
+            search, flat = _topk(total, beam)  # (N, K)
         else:
             bank = banked.banks(Step(pos, tokens, row), v).view(n, width * v)
             search, flat = allocate(total, bank, beam, banked.n_banks)
@@ -170,9 +173,24 @@ def beam_search(
         tokens = torch.cat([tokens[parent], tok[:, None]], dim=1)  # (B', pos+1)
         if pos + 1 < steps:  # the first reorder widens every row of the cache, later ones only move beams
             cache = _reorder_beams(model, cache, parent) if width > 1 else model.reorder_cache(cache, parent)
-        width, prev = search.size(1), tok
+        width = search.size(1)
+        prev = tok if shortlist is None else shortlist.ids.gather(1, tok.view(n, width)).view(-1)  # (B',) ids
     k = search.size(1)
-    return tokens[:, :length].reshape(n, k, length), search, logp_sum.view(n, k)
+    tokens = tokens[:, :length].reshape(n, k * length)
+    tokens = tokens if shortlist is None else shortlist.ids.gather(1, tokens)  # columns -> token ids
+    return tokens.view(n, k, length), search, logp_sum.view(n, k)
+
+
+def _topk(total: Tensor, k: int) -> tuple[Tensor, Tensor]:
+    """``total.topk(k, dim=1)`` for scores total (N, C), always k wide: when C < k (a short
+    list at the first step) the rest are dead beams (-inf), as over the whole vocabulary the
+    search keeps its width after the first step."""
+    search, pick = total.topk(min(k, total.size(1)), dim=1)
+    if pick.size(1) < k:
+        short = k - pick.size(1)
+        search = torch.cat([search, search.new_full((search.size(0), short), NEG_INF)], 1)
+        pick = torch.cat([pick, pick.new_zeros((pick.size(0), short))], 1)
+    return search, pick
 
 
 @dataclass(frozen=True)
@@ -191,19 +209,26 @@ class Shortlist:
         padded = torch.tensor([row + [PAD_ID] * (width - len(row)) for row in ids])  # (N, M)
         return cls(padded, head[padded].transpose(1, 2).contiguous())
 
-    def log_probs(self, states: Tensor, size: int) -> Tensor:
-        """states (B, d) of B = N*width rows -> log-probabilities (B, V), -inf off the list."""
+    def log_probs(self, states: Tensor) -> Tensor:
+        """states (B, d) of B = N*width rows -> log-probabilities (B, M) of the listed
+        tokens, -inf at the padding."""
         n, _, m = self.weight.shape
         width = states.size(0) // n
         logits = torch.bmm(states.float().view(n, width, -1), self.weight)  # (N, width, M)
         logits.masked_fill_((self.ids == PAD_ID)[:, None], NEG_INF)
-        out = torch.full((n, width, size), NEG_INF)
-        out.scatter_(2, self.ids[:, None].expand(n, width, m), logits.log_softmax(-1))
-        return out.view(n * width, size)
+        return logits.log_softmax(-1).view(n * width, m)
 
-    def limit(self, table: Tensor) -> Tensor:
-        """A copy of the rule table (N, L+1, V) that rules out every token off the list."""
-        return table.masked_fill((self.columns(table.size(2)) < 0)[:, None], NEG_INF)
+    def pick(self, scores: Tensor) -> Tensor:
+        """scores (B, V) of B = N*width rows -> their listed columns (B, M)."""
+        n, m = self.ids.shape
+        width = scores.size(0) // n
+        return scores.view(n, width, -1).gather(2, self.ids[:, None].expand(n, width, m)).view(n * width, m)
+
+    def gather(self, table: Tensor) -> Tensor:
+        """The rule table (N, L+1, V) -> its listed columns (N, L+1, M) (-inf at the padding:
+        PAD is never a token)."""
+        n, m = self.ids.shape
+        return table.gather(2, self.ids[:, None].expand(n, table.size(1), m))
 
     def columns(self, size: int) -> Tensor:
         """(N, V): each token's column in its request's list, -1 off the list."""
@@ -212,21 +237,6 @@ class Shortlist:
         col.scatter_(1, self.ids, torch.arange(m).expand(n, m))
         col[:, PAD_ID] = -1  # (the padding of shorter lists)
         return col
-
-    def topk(self, total: Tensor, k: int) -> tuple[Tensor, Tensor]:
-        """``total.view(N, -1).topk(k)`` for scores total (N, width, V) that are -inf off the
-        list, looking at the listed columns only -> scores (N, k), indices into width*V.
-        Always k columns, as over the whole vocabulary (the search keeps its width after the
-        first step): with fewer listed candidates, the rest are dead (-inf)."""
-        n, width, v = total.shape
-        m = self.ids.size(1)
-        listed = total.gather(2, self.ids[:, None].expand(n, width, m)).view(n, width * m)
-        search, pick = listed.topk(min(k, width * m), dim=1)  # (N, <=k)
-        if pick.size(1) < k:
-            short = k - pick.size(1)
-            search = torch.cat([search, search.new_full((n, short), NEG_INF)], 1)
-            pick = torch.cat([pick, pick.new_zeros((n, short))], 1)
-        return search, (pick // m) * v + self.ids.gather(1, pick % m)
 
 
 def allocate(total: Tensor, bank: Tensor, k: int, n_banks: int) -> tuple[Tensor, Tensor]:
@@ -477,8 +487,7 @@ class Decoder:
             beam = max(options.beam, options.proposals)
 
             def lattice_search(lst: Shortlist | None) -> Found:  # the lattice has no output layer
-                limited = table if lst is None else lst.limit(table)
-                return beam_search(proposer, src, limited, stepwise, beam, options.score_end, lst, logits)
+                return beam_search(proposer, src, table, stepwise, beam, options.score_end, lst, logits)
 
             found, listed = _with_fallback(shortlist, lattice_search)
             return self._rescore(src, *found, options, listed)

@@ -223,12 +223,12 @@ def test_shortlist_log_probs_are_normalised_over_the_list() -> None:
     head = torch.randn(10, 4)
     shortlist = Shortlist.build([[3, 5, 7], [4, 6]], head)
     states = torch.randn(4, 4)  # two requests, two rows each
-    out = shortlist.log_probs(states, 10)
-    assert out.shape == (4, 10)
+    out = shortlist.log_probs(states)
+    assert out.shape == (4, 3)  # the listed tokens' columns
     for row, ids in zip(range(4), [[3, 5, 7], [3, 5, 7], [4, 6], [4, 6]], strict=True):
         expected = F.log_softmax(states[row] @ head[ids].T, dim=-1)
-        assert torch.allclose(out[row, ids], expected, atol=1e-6)
-        assert torch.isinf(out[row, [i for i in range(10) if i not in ids]]).all()
+        assert torch.allclose(out[row, : len(ids)], expected, atol=1e-6)
+        assert torch.isinf(out[row, len(ids) :]).all()  # the shorter list's padding
 
 
 def test_a_proposer_needs_an_encoder_decoder_to_rescore(dvocab: Vocab) -> None:
