@@ -150,8 +150,11 @@ def beam_search(
     tokens = torch.empty(n, 0, dtype=torch.long)  # (B, pos)
     banked = next((r for r in step_rules if isinstance(r, RequiredChars)), None)
     normalised = getattr(model, "steps_are_log_probs", False)  # the tagger's lattice is
+    layouts: dict[int, tuple[Tensor, Tensor]] = {}  # width -> each row's request (B,), first rows (N, 1)
     for pos in range(steps):
-        row = torch.arange(n).repeat_interleave(width)  # (B,) the request of each row
+        if width not in layouts:
+            layouts[width] = torch.arange(n).repeat_interleave(width), torch.arange(n)[:, None] * width
+        row, first = layouts[width]
         if scored:
             logp = cast(Shortlist, shortlist).log_probs(cast(Any, model).step_states(cache, prev, pos))
         else:
@@ -167,7 +170,7 @@ def beam_search(
         else:
             bank = banked.banks(Step(pos, tokens, row), v).view(n, width * v)
             search, flat = allocate(total, bank, beam, banked.n_banks)
-        parent = (torch.arange(n)[:, None] * width + flat // v).view(-1)  # (B',) row each beam extends
+        parent = (first + flat // v).view(-1)  # (B',) the row each beam extends
         tok = (flat % v).view(-1)  # (B',)
         logp_sum = logp_sum[parent] + logp[parent, tok]
         tokens = torch.cat([tokens[parent], tok[:, None]], dim=1)  # (B', pos+1)
