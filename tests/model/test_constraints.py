@@ -264,3 +264,41 @@ def test_a_lock_on_a_repeated_position_spreads_to_its_group(vocab, tables):
     flower = ids(vocab, "花")[0]
     assert p.lock[:2] == (flower, flower) and p.copy_of[1] == 0
     assert p.free == (False, False, True, True)
+
+
+@pytest.mark.parametrize("pos", [0, 1, 2, 3])
+def test_step_rules_on_a_shortlist_are_the_rules_on_its_columns(vocab, tables, pos):
+    """``rule.on_columns(ids)`` on scores over each request's listed tokens gives the rule's
+    own result on those tokens, with the chosen tokens given as columns; two requests with
+    lists and required characters of different sizes (the padding of both)."""
+    plans = [
+        plan(vocab, tables, "春风秋雨", required_chars="花月", tone_end=False),
+        plan(vocab, tables, "千山暮雪", required_chars="香"),
+    ]
+    lists = [sorted({EOS_ID, *ids(vocab, "花月山人水年香树")}), sorted({EOS_ID, *ids(vocab, "香树人天")})]
+    width = max(len(row) for row in lists)
+    listed = torch.tensor([row + [PAD_ID] * (width - len(row)) for row in lists])  # (N, M)
+    gen = torch.Generator().manual_seed(pos)
+    beams = 3
+    row = torch.arange(2).repeat_interleave(beams)  # (B,)
+    picks = torch.stack([torch.randint(len(lists[int(r)]), (pos,), generator=gen) for r in row]).view(
+        len(row), pos
+    )  # (B, pos) columns
+    prefix = listed[row[:, None], picks]  # (B, pos) the same tokens as ids
+    scores = torch.randn(len(row), tables.size, generator=gen)
+    columns = listed[row]  # (B, M)
+    for rule in (RepeatsMirrored(plans), RequiredChars(plans, tables), NoThreeLevelTail(plans, tables, 2.0)):
+        want = rule(scores, Step(pos, prefix, row)).gather(1, columns)
+        got = rule.on_columns(listed)(scores.gather(1, columns), Step(pos, picks, row))
+        pad = columns == PAD_ID
+        assert torch.equal(got[~pad], want[~pad]), type(rule).__name__
+    banked = RequiredChars(plans, tables)
+    want_banks = banked.banks(Step(pos, prefix, row), tables.size).gather(1, columns)
+    got_banks = banked.on_columns(listed).banks(Step(pos, picks, row), width)
+    assert torch.equal(got_banks[columns != PAD_ID], want_banks[columns != PAD_ID])
+
+
+def test_a_shortlist_without_a_required_character_is_refused(vocab, tables):
+    rule = RequiredChars([plan(vocab, tables, "春风秋雨", required_chars="花")], tables)
+    with pytest.raises(ValueError, match="required"):
+        rule.on_columns(torch.tensor([sorted({EOS_ID, *ids(vocab, "山人")})]))
