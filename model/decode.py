@@ -52,6 +52,7 @@ from model.tones import Tone, line_tones, mark
 from model.transformer import EOS_ID, CoupletTransformer, DecoderCache, LayerCache
 
 MAX_CANDIDATES = 20
+DIVERSE_PENALTY = 1.0  # ``diversity`` of a served ``diverse`` request (docs/EXPERIMENTS.md §8)
 
 __all__ = ["Candidate", "ConstraintError", "DecodeOptions", "DecodeResult", "Decoder", "beam_search"]
 
@@ -79,10 +80,21 @@ class DecodeOptions:
     proposals: int = 10
     proposer_weight: float = 0.0  # with a proposer: weight of its log-probability in the final score
     shortlist: int = 32  # with a proposer: the output layer scores only its top-k of each position (0: all)
+    # > 0: diverse beam search; the beam is split into n_best groups, one candidate each, and a
+    # group pays this much for a character an earlier group chose at the same position
+    diversity: float = 0.0
+
+    @property
+    def groups(self) -> int:
+        """Beam groups: n_best with ``diversity``, else one. (Required characters share the
+        beam out by how many each beam holds instead, and the fast mode's proposals are
+        rescored as one list: both search as one group.)"""
+        return self.n_best if self.diversity > 0 and not self.fast else 1
 
     @property
     def beam(self) -> int:
-        return max(self.n_best, self.beam_size or self.n_best)
+        beam = max(self.n_best, self.beam_size or self.n_best)
+        return -(-beam // self.groups) * self.groups  # a multiple of the groups
 
 
 @dataclass(frozen=True)
@@ -124,6 +136,8 @@ def beam_search(
     score_end: bool = True,
     shortlist: Shortlist | None = None,
     memory: Tensor | None = None,
+    groups: int = 1,
+    diversity: float = 0.0,
 ) -> tuple[Tensor, Tensor, Tensor]:
     """Fixed-length beam search: src (N, S), table (N, L+1, V) -> tokens (N, K, L),
     search scores (N, K) (log-probs plus preferences), model log-probs (N, K).
@@ -132,7 +146,11 @@ def beam_search(
     forced at L, is then not scored (it saves a whole model step). With a ``shortlist``
     the search runs over each request's listed tokens only (its columns: the rest of the
     vocabulary is impossible), and the output layer scores those alone. ``memory``:
-    ``model.encode(src)`` when it is already at hand."""
+    ``model.encode(src)`` when it is already at hand. ``groups`` > 1 (dividing ``beam``):
+    diverse beam search (Vijayakumar et al., AAAI 2018): each group keeps its own
+    ``beam // groups`` beams, and at every step a group's choice pays ``diversity`` for each
+    earlier group that took the same token at this position (a Hamming penalty); the scores
+    returned are without it, and the beams come best first. Without required characters."""
     steps = table.size(1)
     length = steps - 1
     steps = steps if score_end else length
@@ -165,7 +183,10 @@ def beam_search(
         for rule in step_rules:
             scores = rule(scores, Step(pos, tokens, row))  # type: ignore[operator]
         total = scores.view(n, width, v).add_(search[:, :, None]).view(n, width * v)  # (N, width*V)
-        if banked is None:
+        if banked is None and groups > 1:  # at the last character no group may repeat another's line
+            keys = _prefix_keys(row, tokens) if pos == length - 1 else None
+            search, flat = _diverse_topk(total.view(n, width, v), beam, groups, diversity, keys)
+        elif banked is None:
             search, flat = _topk(total, beam)  # (N, K)
         else:
             bank = banked.banks(Step(pos, tokens, row), v).view(n, width * v)
@@ -179,9 +200,55 @@ def beam_search(
         width = search.size(1)
         prev = tok if shortlist is None else shortlist.ids.gather(1, tok.view(n, width)).view(-1)  # (B',) ids
     k = search.size(1)
+    if groups > 1:  # best first, whichever group found it
+        search, order = search.sort(dim=1, descending=True)
+        rows = (torch.arange(n)[:, None] * k + order).view(-1)
+        tokens, logp_sum = tokens[rows], logp_sum[rows]
     tokens = tokens[:, :length].reshape(n, k * length)
     tokens = tokens if shortlist is None else shortlist.ids.gather(1, tokens)  # columns -> token ids
     return tokens.view(n, k, length), search, logp_sum.view(n, k)
+
+
+def _prefix_keys(row: Tensor, tokens: Tensor) -> Tensor:
+    """(B,) one number per distinct (request, prefix) of rows (B,) with prefixes tokens (B, pos)."""
+    return torch.unique(torch.cat([row[:, None], tokens], 1), dim=0, return_inverse=True)[1]
+
+
+def _diverse_topk(
+    total: Tensor, k: int, groups: int, penalty: float, keys: Tensor | None = None
+) -> tuple[Tensor, Tensor]:
+    """Diverse beam search's choice: scores total (N, width, V), width 1 (every group extends
+    the first row) or k (group g owns rows g*k/groups ...), -> scores (N, k) without the
+    penalty and indices into width*V, group by group. With the rows' prefix ``keys`` (B,)
+    a group may not take a token that an earlier group took after the same prefix."""
+    n, width, v = total.shape
+    size = k // groups
+    taken = total.new_zeros(n, v)  # (N, V) how many earlier groups chose each token here
+    search: list[Tensor] = []
+    flat: list[Tensor] = []
+    made: list[tuple[Tensor, Tensor]] = []  # (N, size) (prefix key, token) pairs chosen so far
+    for g in range(groups):
+        first = 0 if width == 1 else g * size
+        rows = 1 if width == 1 else size
+        own = total[:, first : first + rows]  # (N, rows, V)
+        penalised = own - penalty * taken[:, None]
+        if keys is not None and made:
+            mine = keys.view(n, width)[:, first : first + rows]  # (N, rows)
+            their_keys, their_tokens = (torch.cat(x, 1) for x in zip(*made, strict=True))  # (N, P)
+            same = mine[:, :, None] == their_keys[:, None, :]  # (N, rows, P)
+            repeat = torch.zeros(n, rows, v, dtype=torch.long)
+            repeat.scatter_add_(2, their_tokens[:, None].expand_as(same), same.long())
+            penalised = penalised.masked_fill(repeat > 0, NEG_INF)
+        penalised = penalised.view(n, -1)
+        _, pick = _topk(penalised, size)  # (N, size)
+        score = own.reshape(n, -1).gather(1, pick)
+        score = score.masked_fill(penalised.gather(1, pick) == NEG_INF, NEG_INF)  # (padding of dead picks)
+        search.append(score)
+        flat.append(pick + first * v)
+        taken.scatter_add_(1, pick % v, torch.isfinite(score).to(taken.dtype))
+        if keys is not None:
+            made.append((keys.view(n, width).gather(1, first + pick // v), pick % v))
+    return torch.cat(search, 1), torch.cat(flat, 1)
 
 
 def _topk(total: Tensor, k: int) -> tuple[Tensor, Tensor]:
@@ -459,7 +526,14 @@ class Decoder:
         src = torch.tensor([self.vocab.encode(p.upper) for p in plans])  # (N, L)
         if self.proposer is None or not (options.fast or options.ensemble_weight or options.shortlist):
             tokens, search, logp = beam_search(
-                self.model, src, table, stepwise, options.beam, options.score_end
+                self.model,
+                src,
+                table,
+                stepwise,
+                options.beam,
+                options.score_end,
+                groups=options.groups,
+                diversity=options.diversity,
             )
         else:
             tokens, search, logp = self._with_tagger(plans, table, src, stepwise, options)
@@ -498,7 +572,17 @@ class Decoder:
         table[:, :length] += options.ensemble_weight * lattice
         found, _ = _with_fallback(
             shortlist,
-            lambda lst: beam_search(self.model, src, table, stepwise, options.beam, options.score_end, lst),
+            lambda lst: beam_search(
+                self.model,
+                src,
+                table,
+                stepwise,
+                options.beam,
+                options.score_end,
+                lst,
+                groups=options.groups,
+                diversity=options.diversity,
+            ),
         )
         return found
 

@@ -260,6 +260,8 @@ def decode_options(args: argparse.Namespace) -> Any:
         opts["proposer_weight"] = args.proposer_weight
     if args.shortlist is not None:
         opts["shortlist"] = args.shortlist
+    if args.diversity is not None:
+        opts["diversity"] = args.diversity
     return DecodeOptions(**opts)
 
 
@@ -315,6 +317,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         type=int,
         default=None,
         help="score only the proposer's top K tokens per position (0: all)",
+    )
+    p.add_argument(
+        "--diversity",
+        type=float,
+        default=None,
+        help="diverse beam search: n-best groups, this penalty per character another group chose",
     )
     p.add_argument(
         "--int8",

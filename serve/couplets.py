@@ -26,7 +26,15 @@ import torch
 
 from data.sensitive import ALLOW_LIST, SensitiveFilter, read_words
 from model.bundle import MODEL_FILE, Bundle, load_bundle
-from model.decode import MAX_CANDIDATES, ConstraintError, DecodeOptions, Decoder, DecodeResult, Runtime
+from model.decode import (
+    DIVERSE_PENALTY,
+    MAX_CANDIDATES,
+    ConstraintError,
+    DecodeOptions,
+    Decoder,
+    DecodeResult,
+    Runtime,
+)
 from model.decode import Candidate as DecodeCandidate
 from model.tones import line_tones, mark
 from serve.batching import DecodeBatcher
@@ -46,6 +54,7 @@ class Query:
     required_first: str | None = None
     required_chars: str | None = None
     fast: bool = False
+    diverse: bool = False
 
 
 def report_out(report: dict[str, bool | float | None]) -> RuleReportOut:
@@ -255,6 +264,7 @@ def _options(q: Query, n_best: int) -> DecodeOptions:
         required_first=q.required_first,
         required_chars=q.required_chars or "",
         fast=q.fast,
+        diversity=DIVERSE_PENALTY if q.diverse else 0.0,
     )
 
 

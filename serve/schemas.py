@@ -32,6 +32,12 @@ class GenerateRequest(BaseModel):
         description="快速模式: the model's one-pass proposer suggests, the full model rescores (faster, "
         "lines a little less apt); the normal search when the model has no proposer",
     )
+    diverse: bool = Field(
+        False,
+        description="多样候选: diverse beam search, one candidate per beam group, each group paying for "
+        "the characters earlier groups chose at the same position: lines that differ in more than a "
+        "character or two, the first a little less apt; ignored in the fast mode",
+    )
 
 
 @pydantic_dataclass(frozen=True)

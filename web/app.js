@@ -172,6 +172,7 @@ async function ask(event) {
     if ($("required-first").value.trim()) body.required_first = $("required-first").value;
     if ($("required-chars").value.trim()) body.required_chars = $("required-chars").value;
     if ($("fast").checked) body.fast = true;
+    if ($("diverse").checked) body.diverse = true;
     render(await api("/api/v1/generate", body));
   } catch (error) {
     showError(error.message);

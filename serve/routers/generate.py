@@ -29,6 +29,7 @@ async def generate(body: GenerateRequest, settings: SettingsDep, service: Servic
         required_first=clean_chars(body.required_first, ("藏头字", "The required first character")),
         required_chars=clean_chars(body.required_chars, ("嵌字", "The required characters")),
         fast=body.fast,
+        diverse=body.diverse,
     )
     if query.required_first is not None and len(query.required_first) != 1:
         raise refuse("藏头只能是一个字", "The required first character must be one character.")

@@ -9,7 +9,15 @@ import torch
 import torch.nn.functional as F
 
 from data.vocab import BOS_ID, EOS_ID, PAD_ID, UNK_ID, Vocab
-from model.decode import MAX_CANDIDATES, ConstraintError, DecodeOptions, Decoder, allocate, beam_search
+from model.decode import (
+    MAX_CANDIDATES,
+    ConstraintError,
+    DecodeOptions,
+    Decoder,
+    _diverse_topk,
+    allocate,
+    beam_search,
+)
 from model.rules import check
 from model.transformer import CoupletTransformer, ModelConfig
 from tests.model.decode_fixtures import decode_vocab
@@ -207,3 +215,45 @@ def test_bank_allocation_finds_better_lines_with_required_characters(decoder, pa
     better = sum(b > p + 1e-6 for b, p in zip(banked, plain, strict=True))
     worse = sum(p > b + 1e-6 for b, p in zip(banked, plain, strict=True))
     assert better > worse, (banked, plain)
+
+
+def test_a_diverse_group_pays_for_a_token_an_earlier_group_took():
+    """Three groups of one beam extend the first row: each token an earlier group took costs
+    the penalty; the scores come back without it. At the last character (prefix keys given)
+    a group may not repeat an earlier group's line at all."""
+    neg = float("-inf")
+    total = torch.tensor([[[0.0, -0.4, -3.0, neg, neg]]])  # (N=1, width=1, V=5)
+    search, flat = _diverse_topk(total, 3, 3, penalty=1.0)
+    assert flat.tolist() == [[0, 1, 0]] and search[0].tolist() == pytest.approx([0.0, -0.4, 0.0])
+    search, flat = _diverse_topk(total, 3, 3, penalty=0.1)
+    assert flat.tolist() == [[0, 0, 0]]  # -0.1 still beats -0.4
+    search, flat = _diverse_topk(total, 3, 3, penalty=0.1, keys=torch.tensor([0]))
+    assert flat.tolist() == [[0, 1, 2]] and search[0].tolist() == pytest.approx([0.0, -0.4, -3.0])
+    # two groups of two beams over two rows each (width 4): group 1 looks at rows 2 and 3 only
+    wide = torch.full((1, 4, 5), neg)
+    wide[0, 0, 0], wide[0, 1, 1], wide[0, 2, 0], wide[0, 3, 2] = -1.0, -2.0, -0.5, -3.0
+    search, flat = _diverse_topk(wide, 4, 2, penalty=10.0)
+    assert flat.tolist() == [[0, 5 + 1, 3 * 5 + 2, 2 * 5 + 0]]
+    assert search[0].tolist() == pytest.approx([-1.0, -2.0, -3.0, -0.5])
+
+
+def test_diverse_beam_search_gives_one_line_per_group_scored_by_the_model(decoder, vocab):
+    """With a penalty far above any score difference, every group takes characters no earlier
+    group took at the same position; the candidates keep the rules and the model's scores."""
+    upper = "春风得意"
+    src = vocab.encode(upper)
+    plain = decoder.generate(upper, DecodeOptions(n_best=6, rhythm_weight=0, three_level_weight=0))
+    options = DecodeOptions(n_best=6, rhythm_weight=0, three_level_weight=0, diversity=100.0)
+    diverse = decoder.generate(upper, options)
+    texts = [c.text for c in diverse.candidates]
+    assert len(texts) == 6
+    for i in range(len(upper)):
+        assert len({t[i] for t in texts}) == 6
+    assert any(len({c.text[i] for c in plain.candidates}) < 6 for i in range(len(upper)))
+    for c in diverse.candidates:
+        assert check(upper, c.text).hard_ok
+        assert c.score == pytest.approx(
+            sequence_logp(decoder.model, src, vocab.encode(c.text), False) / 4, abs=1e-4
+        )
+    scores = [c.score for c in diverse.candidates]
+    assert scores == sorted(scores, reverse=True)  # best first, whichever group found it

@@ -90,6 +90,7 @@ def requests(draw: st.DrawFn, pool: list[str]) -> tuple[str, DecodeOptions]:
         required_chars=required,
         rhythm_weight=draw(st.sampled_from([0.0, 1.0, 5.0])),
         three_level_weight=draw(st.sampled_from([0.0, 2.0])),
+        diversity=draw(st.sampled_from([0.0, 0.0, 1.0])),  # diverse beam search
     )
     return upper, options
 

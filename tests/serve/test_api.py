@@ -61,6 +61,23 @@ def test_locks_and_required_first(client: TestClient) -> None:
     assert body["candidates"] and all(c["text"][0] == "秋" for c in body["candidates"])
 
 
+def test_diverse_candidates_differ_more_and_keep_the_rules(client: TestClient) -> None:
+    """``diverse`` runs the diverse beam search: its candidates keep every hard rule, and they
+    use more distinct characters per position than the plain search's."""
+    upper = "海纳百川有容乃大"
+    plain = client.post("/api/v1/generate", json={"upper": upper, "n": 5}).json()["candidates"]
+    r = client.post("/api/v1/generate", json={"upper": upper, "n": 5, "diverse": True})
+    assert r.status_code == 200, r.text
+    diverse = r.json()["candidates"]
+    assert len(diverse) == 5 == len({c["text"] for c in diverse})
+    assert all(check(upper, c["text"]).hard_ok for c in diverse)
+
+    def spread(cands: list[dict[str, object]]) -> int:
+        return sum(len({str(c["text"])[i] for c in cands}) for i in range(len(upper)))
+
+    assert spread(diverse) > spread(plain)
+
+
 def test_upper_ending_level_is_flagged(client: TestClient) -> None:
     assert client.post("/api/v1/generate", json={"upper": "明月照窗前"}).json()["upper_ends_level"] is True
     assert client.post("/api/v1/generate", json={"upper": "花开富贵"}).json()["upper_ends_level"] is False
