@@ -85,16 +85,18 @@ class DecodeOptions:
     diversity: float = 0.0
 
     @property
-    def groups(self) -> int:
-        """Beam groups: n_best with ``diversity``, else one. (Required characters share the
-        beam out by how many each beam holds instead, and the fast mode's proposals are
-        rescored as one list: both search as one group.)"""
-        return self.n_best if self.diversity > 0 and not self.fast else 1
+    def groups(self) -> tuple[int, ...]:
+        """The beams of each group of a diverse search: two for the first (its line is the best
+        candidate, and two beams found lines as good as five or ten, one did not: docs/
+        EXPERIMENTS.md §8), one for each other; () for one plain beam (without ``diversity``,
+        in the fast mode, whose proposals are rescored as one list, and for one candidate)."""
+        if self.diversity > 0 and not self.fast and self.n_best > 1:
+            return (2,) + (1,) * (self.n_best - 1)
+        return ()
 
     @property
     def beam(self) -> int:
-        beam = max(self.n_best, self.beam_size or self.n_best)
-        return -(-beam // self.groups) * self.groups  # a multiple of the groups
+        return sum(self.groups) or max(self.n_best, self.beam_size or self.n_best)
 
 
 @dataclass(frozen=True)
@@ -136,7 +138,7 @@ def beam_search(
     score_end: bool = True,
     shortlist: Shortlist | None = None,
     memory: Tensor | None = None,
-    groups: int = 1,
+    groups: Sequence[int] = (),
     diversity: float = 0.0,
 ) -> tuple[Tensor, Tensor, Tensor]:
     """Fixed-length beam search: src (N, S), table (N, L+1, V) -> tokens (N, K, L),
@@ -146,11 +148,13 @@ def beam_search(
     forced at L, is then not scored (it saves a whole model step). With a ``shortlist``
     the search runs over each request's listed tokens only (its columns: the rest of the
     vocabulary is impossible), and the output layer scores those alone. ``memory``:
-    ``model.encode(src)`` when it is already at hand. ``groups`` > 1 (dividing ``beam``):
-    diverse beam search (Vijayakumar et al., AAAI 2018): each group keeps its own
-    ``beam // groups`` beams, and at every step a group's choice pays ``diversity`` for each
-    earlier group that took the same token at this position (a Hamming penalty); the scores
-    returned are without it, and the beams come best first. Without required characters."""
+    ``model.encode(src)`` when it is already at hand. ``groups``, the beams of each group
+    (summing to ``beam``): diverse beam search (Vijayakumar et al., AAAI 2018): each group
+    keeps its own beams, at every step a group's choice pays ``diversity`` for each beam of an
+    earlier group that took the same token at this position (a Hamming penalty), and at the
+    last character no group may complete an earlier group's line. Then K is the number of
+    groups: the best line of each, scored without the penalty, best first. Not with required
+    characters (their bank allocation is the search's only grouping)."""
     steps = table.size(1)
     length = steps - 1
     steps = steps if score_end else length
@@ -183,9 +187,9 @@ def beam_search(
         for rule in step_rules:
             scores = rule(scores, Step(pos, tokens, row))  # type: ignore[operator]
         total = scores.view(n, width, v).add_(search[:, :, None]).view(n, width * v)  # (N, width*V)
-        if banked is None and groups > 1:  # at the last character no group may repeat another's line
+        if banked is None and groups:
             keys = _prefix_keys(row, tokens) if pos == length - 1 else None
-            search, flat = _diverse_topk(total.view(n, width, v), beam, groups, diversity, keys)
+            search, flat = _diverse_topk(total.view(n, width, v), groups, diversity, keys)
         elif banked is None:
             search, flat = _topk(total, beam)  # (N, K)
         else:
@@ -200,10 +204,18 @@ def beam_search(
         width = search.size(1)
         prev = tok if shortlist is None else shortlist.ids.gather(1, tok.view(n, width)).view(-1)  # (B',) ids
     k = search.size(1)
-    if groups > 1:  # best first, whichever group found it
-        search, order = search.sort(dim=1, descending=True)
-        rows = (torch.arange(n)[:, None] * k + order).view(-1)
-        tokens, logp_sum = tokens[rows], logp_sum[rows]
+    if banked is None and groups:  # each group's best line, best first
+        ends = torch.tensor(groups).cumsum(0).tolist()
+        best = torch.stack(
+            [
+                search[:, end - size : end].argmax(1) + end - size
+                for size, end in zip(groups, ends, strict=True)
+            ],
+            1,
+        )  # (N, G)
+        search, order = search.gather(1, best).sort(dim=1, descending=True)
+        rows = (torch.arange(n)[:, None] * k + best.gather(1, order)).view(-1)
+        tokens, logp_sum, k = tokens[rows], logp_sum[rows], len(groups)
     tokens = tokens[:, :length].reshape(n, k * length)
     tokens = tokens if shortlist is None else shortlist.ids.gather(1, tokens)  # columns -> token ids
     return tokens.view(n, k, length), search, logp_sum.view(n, k)
@@ -215,20 +227,19 @@ def _prefix_keys(row: Tensor, tokens: Tensor) -> Tensor:
 
 
 def _diverse_topk(
-    total: Tensor, k: int, groups: int, penalty: float, keys: Tensor | None = None
+    total: Tensor, groups: Sequence[int], penalty: float, keys: Tensor | None = None
 ) -> tuple[Tensor, Tensor]:
     """Diverse beam search's choice: scores total (N, width, V), width 1 (every group extends
-    the first row) or k (group g owns rows g*k/groups ...), -> scores (N, k) without the
-    penalty and indices into width*V, group by group. With the rows' prefix ``keys`` (B,)
-    a group may not take a token that an earlier group took after the same prefix."""
+    the first row) or K = sum(groups) (each group owns its rows, in order) -> scores (N, K)
+    without the penalty and indices into width*V, group by group. With the rows' prefix
+    ``keys`` (B,) a group may not take a token that an earlier group took after the same prefix."""
     n, width, v = total.shape
-    size = k // groups
     taken = total.new_zeros(n, v)  # (N, V) how many earlier groups chose each token here
     search: list[Tensor] = []
     flat: list[Tensor] = []
     made: list[tuple[Tensor, Tensor]] = []  # (N, size) (prefix key, token) pairs chosen so far
-    for g in range(groups):
-        first = 0 if width == 1 else g * size
+    for g, size in enumerate(groups):
+        first = 0 if width == 1 else sum(groups[:g])
         rows = 1 if width == 1 else size
         own = total[:, first : first + rows]  # (N, rows, V)
         penalised = own - penalty * taken[:, None]

@@ -223,16 +223,16 @@ def test_a_diverse_group_pays_for_a_token_an_earlier_group_took():
     a group may not repeat an earlier group's line at all."""
     neg = float("-inf")
     total = torch.tensor([[[0.0, -0.4, -3.0, neg, neg]]])  # (N=1, width=1, V=5)
-    search, flat = _diverse_topk(total, 3, 3, penalty=1.0)
+    search, flat = _diverse_topk(total, (1, 1, 1), penalty=1.0)
     assert flat.tolist() == [[0, 1, 0]] and search[0].tolist() == pytest.approx([0.0, -0.4, 0.0])
-    search, flat = _diverse_topk(total, 3, 3, penalty=0.1)
+    search, flat = _diverse_topk(total, (1, 1, 1), penalty=0.1)
     assert flat.tolist() == [[0, 0, 0]]  # -0.1 still beats -0.4
-    search, flat = _diverse_topk(total, 3, 3, penalty=0.1, keys=torch.tensor([0]))
+    search, flat = _diverse_topk(total, (1, 1, 1), penalty=0.1, keys=torch.tensor([0]))
     assert flat.tolist() == [[0, 1, 2]] and search[0].tolist() == pytest.approx([0.0, -0.4, -3.0])
     # two groups of two beams over two rows each (width 4): group 1 looks at rows 2 and 3 only
     wide = torch.full((1, 4, 5), neg)
     wide[0, 0, 0], wide[0, 1, 1], wide[0, 2, 0], wide[0, 3, 2] = -1.0, -2.0, -0.5, -3.0
-    search, flat = _diverse_topk(wide, 4, 2, penalty=10.0)
+    search, flat = _diverse_topk(wide, (2, 2), penalty=10.0)
     assert flat.tolist() == [[0, 5 + 1, 3 * 5 + 2, 2 * 5 + 0]]
     assert search[0].tolist() == pytest.approx([-1.0, -2.0, -3.0, -0.5])
 
