@@ -6,10 +6,11 @@ model of the ``cpu`` preset's size (the speed of a step does not depend on the w
 Upper lines come from the wb14123 test set when the corpus is present, else from the test
 fixtures. Goal (BENCHMARKS.md): p50 <= 15 ms, p99 <= 50 ms on a 2-core machine.
 
-Six decoders: the served one (the encoder-decoder's beam search with the bundle's tagger as
+Seven decoders: the served one (the encoder-decoder's beam search with the bundle's tagger as
 a second opinion and its shortlist of tokens for the output layer, in ``SERVE_INT8``'s
 precision, on ``SERVE_RUNTIME``), the same without the shortlist, the same in the other
-precision, the same in eager PyTorch (when the served runtime is another), the fast mode
+precision, the same in eager PyTorch (when the served runtime is another), its diverse
+search (the web page's default request), the fast mode
 (the tagger's one-pass proposals rescored by the encoder-decoder), and the encoder-decoder
 alone (eager fp32, every token scored). Without a bundled tagger, a random one of the ``tagger``
 preset's size stands in (same cost).
@@ -32,7 +33,7 @@ import torch
 from data.paths import ROOT, corpus_dir, data_dir, default_model_dir
 from data.vocab import Vocab
 from model.bundle import SERVE_INT8, SERVE_RUNTIME
-from model.decode import ConstraintError, DecodeOptions, Decoder
+from model.decode import DIVERSE_PENALTY, ConstraintError, DecodeOptions, Decoder
 from model.tagger import CoupletTagger
 from model.transformer import CoupletTransformer, ModelConfig
 
@@ -121,6 +122,7 @@ def run(args: argparse.Namespace) -> dict[str, object]:
         "": (served, normal),
         "full_vocab_": (served, replace(normal, shortlist=0)),
         "fp32_" if SERVE_INT8 else "int8_": (other, normal),
+        "diverse_": (served, replace(normal, diversity=DIVERSE_PENALTY)),
         "fast_": (served, replace(normal, fast=True)),
         "model_only_": (decoder, normal),
     }
@@ -147,6 +149,8 @@ def run(args: argparse.Namespace) -> dict[str, object]:
         wall, cpu = latencies(served, spring[: 30 if quick else 200], first)
         figures["required_first_latency_cpu_p50_ms"] = round(statistics.median(cpu), 2)
         for name, (dec, options) in variants.items():
+            if options.diversity:  # one candidate per line: a plain search
+                continue
             start = time.perf_counter()
             dec.generate_batch(batch, replace(options, n_best=1, beam_size=10), batch_size=32)
             figures[f"{name}batch_lines_per_s"] = round(len(batch) / (time.perf_counter() - start), 1)

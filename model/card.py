@@ -94,6 +94,7 @@ def latency_variants(served_int8: bool, runtime: str = "torch") -> list[tuple[st
         ("fp32_", "the same as served, in fp32"),
         ("int8_", "the same as served, in int8"),
         ("torch_", "the same as served, in eager PyTorch"),
+        ("diverse_", f"diverse candidates (the page's default), {served}"),
         ("fast_", f"fast mode (tagger proposals rescored), {served}"),
         ("model_only_", "the encoder-decoder alone, every token scored, fp32, eager PyTorch"),
     ]
