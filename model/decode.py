@@ -232,34 +232,46 @@ def _diverse_topk(
     """Diverse beam search's choice: scores total (N, width, V), width 1 (every group extends
     the first row) or K = sum(groups) (each group owns its rows, in order) -> scores (N, K)
     without the penalty and indices into width*V, group by group. With the rows' prefix
-    ``keys`` (B,) a group may not take a token that an earlier group took after the same prefix."""
+    ``keys`` (B,) a group may not take a token that an earlier group took after the same prefix.
+    (Groups choose one after another, so the loop is kept to a few tensor operations.)"""
     n, width, v = total.shape
-    taken = total.new_zeros(n, v)  # (N, V) how many earlier groups chose each token here
+    flat_total = total.view(n, width * v)
+    charged = total.new_zeros(n, v)  # (N, V) the penalty each token carries here so far
     search: list[Tensor] = []
     flat: list[Tensor] = []
     made: list[tuple[Tensor, Tensor]] = []  # (N, size) (prefix key, token) pairs chosen so far
-    for g, size in enumerate(groups):
-        first = 0 if width == 1 else sum(groups[:g])
+    first = 0
+    for size in groups:
         rows = 1 if width == 1 else size
-        own = total[:, first : first + rows]  # (N, rows, V)
-        penalised = own - penalty * taken[:, None]
+        own = flat_total[:, first * v : (first + rows) * v]  # (N, rows*V)
+        penalised = own - (charged if rows == 1 else charged.repeat(1, rows))
         if keys is not None and made:
-            mine = keys.view(n, width)[:, first : first + rows]  # (N, rows)
-            their_keys, their_tokens = (torch.cat(x, 1) for x in zip(*made, strict=True))  # (N, P)
-            same = mine[:, :, None] == their_keys[:, None, :]  # (N, rows, P)
-            repeat = torch.zeros(n, rows, v, dtype=torch.long)
-            repeat.scatter_add_(2, their_tokens[:, None].expand_as(same), same.long())
-            penalised = penalised.masked_fill(repeat > 0, NEG_INF)
-        penalised = penalised.view(n, -1)
-        _, pick = _topk(penalised, size)  # (N, size)
-        score = own.reshape(n, -1).gather(1, pick)
-        score = score.masked_fill(penalised.gather(1, pick) == NEG_INF, NEG_INF)  # (padding of dead picks)
-        search.append(score)
+            penalised = penalised.masked_fill(
+                _repeats(keys.view(n, width)[:, first : first + rows], made, v), NEG_INF
+            )
+        if size <= penalised.size(1):
+            value, pick = penalised.max(1, keepdim=True) if size == 1 else penalised.topk(size, dim=1)
+        else:
+            value, pick = _topk(penalised, size)
+        score = own.gather(1, pick)
+        search.append(score if keys is None else score.masked_fill(value == NEG_INF, NEG_INF))
         flat.append(pick + first * v)
-        taken.scatter_add_(1, pick % v, torch.isfinite(score).to(taken.dtype))
+        token = pick % v
+        charged.scatter_add_(1, token, torch.full(token.shape, penalty))
         if keys is not None:
-            made.append((keys.view(n, width).gather(1, first + pick // v), pick % v))
+            made.append((keys.view(n, width).gather(1, first + pick // v), token))
+        first += 0 if width == 1 else size
     return torch.cat(search, 1), torch.cat(flat, 1)
+
+
+def _repeats(mine: Tensor, made: list[tuple[Tensor, Tensor]], size: int) -> Tensor:
+    """(N, rows*V) bool: the tokens that, after the prefixes ``mine`` (N, rows) (their keys),
+    would repeat a (prefix key, token) pair an earlier group made."""
+    their_keys, their_tokens = (torch.cat(x, 1) for x in zip(*made, strict=True))  # (N, P)
+    same = mine[:, :, None] == their_keys[:, None, :]  # (N, rows, P)
+    repeat = torch.zeros(*mine.shape, size, dtype=torch.long)
+    repeat.scatter_add_(2, their_tokens[:, None].expand_as(same), same.long())
+    return (repeat > 0).view(mine.size(0), -1)
 
 
 def _topk(total: Tensor, k: int) -> tuple[Tensor, Tensor]:
