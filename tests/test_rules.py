@@ -4,7 +4,7 @@ import pytest
 
 from data.text import clauses, is_han, is_punct, repeat_pattern
 from model.rules import check, rhythm_positions
-from model.tones import Tone, char_tone, line_tones, mark, opposed, wanted_end
+from model.tones import Tone, char_tone, line_tones, mark, opposed, pingshui_rusheng, wanted_end
 
 
 def test_char_classes():
@@ -35,6 +35,17 @@ def test_tone_modes():
         line_tones("春", "ancient")
     assert line_tones("国", "classical", rusheng=frozenset("国")) == [Tone.OBLIQUE]
     assert line_tones("国", "modern") == [Tone.LEVEL]
+
+
+def test_the_pingshui_rusheng_table(monkeypatch: pytest.MonkeyPatch):
+    """The 入声 of the 平水韵 in both scripts; level rhymes stay out, and so does a character
+    the rhyme dictionary lists under both (不)."""
+    table = pingshui_rusheng()
+    assert set("国國十白竹一月发發学學") <= table
+    assert not set("东東风風春家年") & table and "不" not in table
+    monkeypatch.delenv("RUSHENG_TABLE", raising=False)
+    assert line_tones("十年白发", "classical") == [Tone.OBLIQUE, Tone.LEVEL, Tone.OBLIQUE, Tone.OBLIQUE]
+    assert line_tones("十年白发", "modern")[:3] == [Tone.LEVEL, Tone.LEVEL, Tone.LEVEL]
 
 
 def test_opposition():

@@ -165,11 +165,11 @@ def test_int8_decoder_keeps_the_rules_and_close_scores(decoder, vocab):
         assert c.score == pytest.approx(exact, abs=0.05)
 
 
-def test_classical_mode_without_a_table_is_refused_clearly(decoder, monkeypatch):
+def test_classical_mode_without_a_table_file_reads_the_pingshui_rusheng(decoder, monkeypatch):
     monkeypatch.delenv("RUSHENG_TABLE", raising=False)
-    with pytest.raises(ConstraintError, match="入声") as err:
-        decoder.generate("春风", DecodeOptions(tone_mode="classical"))
-    assert err.value.constraint == "tone_mode"
+    result = decoder.generate("家国", DecodeOptions(tone_mode="classical"))  # 国 is 入声 in the 平水韵
+    assert result.upper_end_tone == "仄" and not result.probably_reversed
+    assert all(c.report["tone_end"] is True for c in result.candidates)
 
 
 def test_upper_line_ending_level_is_flagged(decoder):

@@ -78,6 +78,20 @@ def test_diverse_candidates_differ_more_and_keep_the_rules(client: TestClient) -
     assert spread(diverse) > spread(plain)
 
 
+def test_classical_tones_read_the_pingshui_rusheng(
+    client: TestClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """古声 on a fresh machine: 国 and 白 are 入声, so oblique, where today's Mandarin reads
+    them level; the candidates end level after the oblique 国."""
+    monkeypatch.delenv("RUSHENG_TABLE", raising=False)
+    body = client.post("/api/v1/generate", json={"upper": "白云家国", "tone_mode": "classical"}).json()
+    assert body["upper_tones"] == ["仄", "平", "平", "仄"]
+    assert body["upper_ends_level"] is False
+    assert body["candidates"] and all(c["tones"][-1] == "平" for c in body["candidates"])
+    modern = client.post("/api/v1/generate", json={"upper": "白云家国"}).json()
+    assert modern["upper_tones"] == ["平", "平", "平", "平"]
+
+
 def test_upper_ending_level_is_flagged(client: TestClient) -> None:
     assert client.post("/api/v1/generate", json={"upper": "明月照窗前"}).json()["upper_ends_level"] is True
     assert client.post("/api/v1/generate", json={"upper": "花开富贵"}).json()["upper_ends_level"] is False
