@@ -88,8 +88,9 @@ class DecodeOptions:
     def groups(self) -> tuple[int, ...]:
         """The beams of each group of a diverse search: two for the first (its line is the best
         candidate, and two beams found lines as good as five or ten, one did not: docs/
-        EXPERIMENTS.md §8), one for each other; () for one plain beam (without ``diversity``,
-        in the fast mode, whose proposals are rescored as one list, and for one candidate)."""
+        EXPERIMENTS.md §8), one for each other, and ``beam_size`` is not used; () for one plain
+        beam (without ``diversity``, in the fast mode, whose proposals are rescored as one
+        list, and for one candidate)."""
         if self.diversity > 0 and not self.fast and self.n_best > 1:
             return (2,) + (1,) * (self.n_best - 1)
         return ()
