@@ -114,9 +114,10 @@ def test_rules_off_is_plain_beam_search_with_the_exact_length(decoder, vocab):
     assert all(c.report["punctuation"] and c.report["no_reuse"] for c in on.candidates)
 
 
-def test_batch_gives_the_same_answers_as_one_at_a_time(decoder):
+@pytest.mark.parametrize("diversity", [0.0, 1.0])
+def test_batch_gives_the_same_answers_as_one_at_a_time(decoder, diversity):
     uppers = ["春风", "千山雪", "海纳百川有容乃大", "上海自来水来自海上", "一帆风顺", "万里长城"]
-    options = DecodeOptions(n_best=3)
+    options = DecodeOptions(n_best=3, diversity=diversity)
     batch = decoder.generate_batch(uppers, options, batch_size=2)
     for upper, res in zip(uppers, batch, strict=True):
         one = decoder.generate(upper, options)
