@@ -549,16 +549,7 @@ class Decoder:
         table = fuse(position, len(plans), length, self.tables.size)  # (N, L+1, V)
         src = torch.tensor([self.vocab.encode(p.upper) for p in plans])  # (N, L)
         if self.proposer is None or not (options.fast or options.ensemble_weight or options.shortlist):
-            tokens, search, logp = beam_search(
-                self.model,
-                src,
-                table,
-                stepwise,
-                options.beam,
-                options.score_end,
-                groups=options.groups,
-                diversity=options.diversity,
-            )
+            tokens, search, logp = self._search(src, table, stepwise, options)
         else:
             tokens, search, logp = self._with_tagger(plans, table, src, stepwise, options)
         per_token = logp / (length + int(options.score_end))
@@ -594,21 +585,29 @@ class Decoder:
             return self._rescore(src, *found, options, listed)
         table = table.clone()
         table[:, :length] += options.ensemble_weight * lattice
-        found, _ = _with_fallback(
-            shortlist,
-            lambda lst: beam_search(
-                self.model,
-                src,
-                table,
-                stepwise,
-                options.beam,
-                options.score_end,
-                lst,
-                groups=options.groups,
-                diversity=options.diversity,
-            ),
-        )
+        found, _ = _with_fallback(shortlist, lambda lst: self._search(src, table, stepwise, options, lst))
         return found
+
+    def _search(
+        self,
+        src: Tensor,
+        table: Tensor,
+        stepwise: list[object],
+        options: DecodeOptions,
+        shortlist: Shortlist | None = None,
+    ) -> Found:
+        """The encoder-decoder's beam search as ``options`` ask (plain or diverse)."""
+        return beam_search(
+            self.model,
+            src,
+            table,
+            stepwise,
+            options.beam,
+            options.score_end,
+            shortlist,
+            groups=options.groups,
+            diversity=options.diversity,
+        )
 
     def _shortlist(self, plans: list[Plan], ranked: Tensor, k: int) -> Shortlist | None:
         """ranked (N, L, V): the rule table plus the lattice -> the shortlist of its top ``k``
