@@ -14,6 +14,7 @@ Shapes: N requests, K beams, B = N*K rows, L line length, V vocabulary.
 from __future__ import annotations
 
 import copy
+import functools
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -206,20 +207,24 @@ def beam_search(
         prev = tok if shortlist is None else shortlist.ids.gather(1, tok.view(n, width)).view(-1)  # (B',) ids
     k = search.size(1)
     if banked is None and groups:  # each group's best line, best first
-        ends = torch.tensor(groups).cumsum(0).tolist()
-        best = torch.stack(
-            [
-                search[:, end - size : end].argmax(1) + end - size
-                for size, end in zip(groups, ends, strict=True)
-            ],
-            1,
-        )  # (N, G)
+        rows_of = _group_rows(tuple(groups))  # (G, most beams of a group)
+        best = rows_of[torch.arange(len(groups)), search[:, rows_of].argmax(2)]  # (N, G)
         search, order = search.gather(1, best).sort(dim=1, descending=True)
         rows = (torch.arange(n)[:, None] * k + best.gather(1, order)).view(-1)
         tokens, logp_sum, k = tokens[rows], logp_sum[rows], len(groups)
     tokens = tokens[:, :length].reshape(n, k * length)
     tokens = tokens if shortlist is None else shortlist.ids.gather(1, tokens)  # columns -> token ids
     return tokens.view(n, k, length), search, logp_sum.view(n, k)
+
+
+@functools.lru_cache(maxsize=64)
+def _group_rows(groups: tuple[int, ...]) -> Tensor:
+    """(G, S) the beam rows of each group, a shorter group's padded with its first row."""
+    widest, first, rows = max(groups), 0, []
+    for size in groups:
+        rows.append([first + i for i in range(size)] + [first] * (widest - size))
+        first += size
+    return torch.tensor(rows)
 
 
 def _prefix_keys(row: Tensor, tokens: Tensor) -> Tensor:
