@@ -203,6 +203,9 @@ def summary(result: dict[str, Any]) -> dict[str, float]:
         for key in ("hard_ok", "tone_end"):
             flat[f"{split}_{key}_model"] = r["rules_model"][key]
             flat[f"{split}_{key}_human"] = r["rules_human"][key]
+        for key in ("rhythm", "no_three_level_tail"):  # the preferences' own rates
+            if key in r["rules_model"]:
+                flat[f"{split}_{key}_model"] = r["rules_model"][key]
     return flat
 
 
@@ -265,13 +268,31 @@ def decode_options(args: argparse.Namespace) -> Any:
     return DecodeOptions(**opts)
 
 
-def rules_comparison(result: dict[str, Any]) -> str:
-    """The rules-on/off table of ``--compare-rules`` (empty without it)."""
-    if "rules_off" not in result:
+# The decodes ``--compare-rules`` and ``--compare-weights`` add beside the one asked for:
+# label -> the options changed (issue 5: BLEU and compliance with the rules on and off, and
+# with each preference weight off).
+COMPARISONS: dict[str, list[tuple[str, dict[str, Any]]]] = {
+    "compare_rules": [("rules off", {"rules": False})],
+    "compare_weights": [
+        ("rhythm weight 0", {"rhythm_weight": 0.0}),
+        ("三平尾 weight 0", {"three_level_weight": 0.0}),
+    ],
+}
+
+
+def comparison_table(result: dict[str, Any]) -> str:
+    """The decode asked for beside each compared one (empty without any)."""
+    compared: dict[str, dict[str, float]] = result.get("compared", {})
+    if not compared:
         return ""
-    on, off = result["summary"], result["rules_off"]
-    rows = [f"| {k} | {on[k]} | {off[k]} |" for k in on if k in off and not k.endswith("_human")]
-    return "\n| figure | rules on | rules off |\n|---|---|---|\n" + "\n".join(rows) + "\n"
+    asked = result["summary"]
+    head = "| figure | as asked | " + " | ".join(compared) + " |"
+    rows = [
+        f"| {k} | {asked[k]} | " + " | ".join(str(c.get(k, "–")) for c in compared.values()) + " |"
+        for k in asked
+        if not k.endswith("_human")
+    ]
+    return "\n".join(["", head, "|---|---|" + "---|" * len(compared), *rows]) + "\n"
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -295,6 +316,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--three-level-weight", type=float, default=None)
     p.add_argument("--greedy", action="store_true", help="plain greedy decoding instead of model.decode")
     p.add_argument("--compare-rules", action="store_true", help="also decode with the rules off; report both")
+    p.add_argument(
+        "--compare-weights",
+        action="store_true",
+        help="also decode with each preference weight (rhythm, 三平尾) at 0; report them all",
+    )
     p.add_argument(
         "--proposer",
         type=Path,
@@ -365,26 +391,26 @@ def main(argv: list[str] | None = None) -> int:
         result = evaluate_files(
             model, vocab, folder, args.limit, lowers, options, args.greedy, proposer, args.int8, args.runtime
         )
-        if args.compare_rules and not args.greedy:
-            off = replace(options, rules=False)
-            result["rules_off"] = evaluate_files(
-                model,
-                vocab,
-                folder,
-                args.limit,
-                lowers,
-                off,
-                proposer=proposer,
-                int8=args.int8,
-                runtime=args.runtime,
-            )["summary"]
+        for flag, variants in COMPARISONS.items():
+            for label, change in variants if getattr(args, flag) and not args.greedy else []:
+                result.setdefault("compared", {})[label] = evaluate_files(
+                    model,
+                    vocab,
+                    folder,
+                    args.limit,
+                    lowers,
+                    replace(options, **change),
+                    proposer=proposer,
+                    int8=args.int8,
+                    runtime=args.runtime,
+                )["summary"]
     except (FileNotFoundError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     out = args.out or work_dir() / "eval" / model_path.name
     out.mkdir(parents=True, exist_ok=True)
     (out / "eval.json").write_text(json.dumps(result, ensure_ascii=False, indent=1), encoding="utf-8")
-    text = markdown(result) + rules_comparison(result)
+    text = markdown(result) + comparison_table(result)
     (out / "eval.md").write_text(text, encoding="utf-8")
     print(text)
     print(f"written to {out}")

@@ -179,7 +179,7 @@ def test_upper_line_ending_level_is_flagged(decoder):
     assert all(c.report["tone_end"] is True for c in result.candidates)
 
 
-def test_make_eval_compares_rules_on_and_off(tmp_path, vocab, pairs, decoder):
+def test_make_eval_compares_rules_on_and_off_and_each_weight(tmp_path, vocab, pairs, decoder):
     from model.checkpoint import save
     from model.evaluate import main
 
@@ -187,11 +187,18 @@ def test_make_eval_compares_rules_on_and_off(tmp_path, vocab, pairs, decoder):
     save(tmp_path / "model.pt", decoder.model, vocab)
     out = tmp_path / "eval"
     assert main(["--model", str(tmp_path / "model.pt"), "--data-dir", str(tmp_path), "--out", str(out),
-                 "--compare-rules"]) == 0  # fmt: skip
+                 "--compare-rules", "--compare-weights"]) == 0  # fmt: skip
     text = (out / "eval.md").read_text(encoding="utf-8")
-    assert "| rules on | rules off |" in text
-    row = next(line for line in text.splitlines() if line.startswith("| full_hard_ok_model |"))
-    assert row.split("|")[2].strip() == "100.0"  # with the rules every top line keeps the hard rules
+    assert "| figure | as asked | rules off | rhythm weight 0 | 三平尾 weight 0 |" in text
+
+    def row(key: str) -> list[float]:
+        line = next(line for line in text.splitlines() if line.startswith(f"| {key} |"))
+        return [float(cell) for cell in line.split("|")[2:-1]]
+
+    asked, off, no_rhythm, no_tail = row("full_hard_ok_model")
+    assert asked == no_rhythm == no_tail == 100.0  # with the rules every top line keeps the hard rules
+    assert off < 100.0  # the random model's lines break them without
+    assert row("full_rhythm_model")[2] <= row("full_rhythm_model")[0]  # the preference buys its rate
 
 
 def test_allocate_keeps_the_best_of_every_bank():
