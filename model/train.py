@@ -491,6 +491,9 @@ def train(args: argparse.Namespace, d: Dist) -> int:
         print(f"precision: {'bf16 autocast' if trainer.bf16 else 'fp32'}; threads: {torch.get_num_threads()}")
     if trainer.resume() and d.main:
         print(f"resumed from step {trainer.state.step} (epoch {trainer.state.epoch})", flush=True)
+        if trainer.new_stretch:
+            changes = ", ".join(f"{k} {a} -> {b}" for k, (a, b) in trainer.new_stretch.items())
+            print(f"a new stretch ({changes}): early stopping counts from here", flush=True)
     state = trainer.run()
     if d.main:
         minutes = state.elapsed / 60

@@ -87,6 +87,21 @@ class Dist:
         )
 
 
+# The options that shape a stretch of training (its learning-rate course, loss and length):
+# resuming with any of them changed starts a new stretch, whose early stopping counts only
+# its own evaluations (a warm restart's first evaluations are worse than the best before it).
+SCHEDULE = (
+    "lr",
+    "min_lr_ratio",
+    "warmup_steps",
+    "label_smoothing",
+    "max_steps",
+    "max_minutes",
+    "max_epochs",
+    "patience",
+)
+
+
 @dataclass
 class TrainState:
     step: int = 0
@@ -188,6 +203,7 @@ class Trainer:
             self.model = nn.parallel.DistributedDataParallel(model, device_ids=ids)
         self.opt = make_optimizer(self.raw, cfg)
         self.state = TrainState()
+        self.new_stretch: dict[str, tuple[Any, Any]] = {}  # schedule options a resume changed: (old, new)
         self.ckpt_dir = self.out / "checkpoints"
         self.bf16 = use_bf16(cfg.amp, device)
 
@@ -205,6 +221,11 @@ class Trainer:
         self.raw.load_state_dict(ckpt["state_dict"])
         self.opt.load_state_dict(ckpt["optimizer"])
         self.state = TrainState(**ckpt["trainer"])
+        before = ckpt.get("train_config") or {}
+        now = asdict(self.cfg)
+        self.new_stretch = {k: (before[k], now[k]) for k in SCHEDULE if k in before and before[k] != now[k]}
+        if self.new_stretch:  # a warm restart or a longer budget: its evaluations start afresh
+            self.state.bad_evals = 0
         torch.set_rng_state(ckpt["rng"]["torch"])
         if self.device.type == "cuda" and "cuda" in ckpt["rng"]:
             torch.cuda.set_rng_state(ckpt["rng"]["cuda"], self.device)

@@ -89,6 +89,32 @@ def test_resume_after_sigkill_matches_uninterrupted_run(tmp_path: Path, data_fol
         assert torch.equal(a[k], b[k]), k
 
 
+def test_a_changed_schedule_starts_a_new_stretch_for_early_stopping(
+    tmp_path: Path, data_folder: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Resumed with the same options a run keeps its early-stopping count; resumed with a new
+    learning rate (a warm restart) it counts afresh, so the restart's first evaluations,
+    worse than the best before it, do not stop it at once."""
+    out = tmp_path / "run"
+    first = cli(data_folder, out, 6, "--set", "eval_every=2", "--set", "patience=3")
+    assert main(first) == 0
+    newest = sorted((out / "checkpoints").glob("step-*.pt"))[-1]
+    ckpt = load_checkpoint(newest)
+    ckpt["trainer"]["bad_evals"] = 2  # one more bad evaluation would stop it
+    torch.save(ckpt, newest)
+    capsys.readouterr()
+    assert main(first) == 0  # the same options: nothing left to train, nothing changed
+    assert "new stretch" not in capsys.readouterr().out
+    assert (
+        main(cli(data_folder, out, 10, "--set", "eval_every=2", "--set", "patience=3", "--set", "lr=2e-3"))
+        == 0
+    )
+    text = capsys.readouterr().out
+    assert "a new stretch (lr 0.003 -> 0.002, max_steps 6 -> 10)" in text, text
+    last = load_checkpoint(sorted((out / "checkpoints").glob("step-*.pt"))[-1])
+    assert last["step"] == 10 and last["trainer"]["bad_evals"] <= 2  # counted from 0, two evaluations
+
+
 def test_two_process_ddp_ends_with_identical_weights(tmp_path: Path, data_folder: Path) -> None:
     args = ["--nproc_per_node=2", "-m", "model.train", *cli(data_folder, tmp_path, 15, "--device", "cpu")]
     proc = run_module(["--standalone", *args], module="torch.distributed.run")
