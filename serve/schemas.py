@@ -36,7 +36,7 @@ class GenerateRequest(BaseModel):
         False,
         description="多样候选: diverse beam search, one candidate per beam group, each group paying for "
         "the characters earlier groups chose at the same position: lines that differ in more than a "
-        "character or two, the first a little less apt; ignored in the fast mode",
+        "character or two, the first as apt as the plain search's; ignored in the fast mode",
     )
 
 
