@@ -121,17 +121,17 @@ class _Call(nn.Module):
 
 
 class _Prepare(nn.Module):
-    """memory (N, S, d) -> every decoder layer's cross-attention keys, transposed,
-    (L, N, H, dh, S) and values (L, N, H, S, dh), and the aligned encoder state (N, S, d)."""
+    """memory (N, S, d) -> the aligned encoder state (N, S, d), then each decoder layer's
+    cross-attention keys, transposed, (N, H, dh, S), then each layer's values (N, H, S, dh)."""
 
     def __init__(self, model: CoupletTransformer) -> None:
         super().__init__()
         self.m = model
 
-    def forward(self, memory: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    def forward(self, memory: Tensor) -> tuple[Tensor, ...]:
         kv = [layer.cross_attn.keys_values(memory) for layer in self.m.decoder_layers()]
         aligned = self.m.align(memory) if self.m.align is not None else torch.zeros_like(memory)
-        return torch.stack([k.transpose(2, 3) for k, _ in kv]), torch.stack([v for _, v in kv]), aligned
+        return aligned, *(k.transpose(2, 3) for k, _ in kv), *(v for _, v in kv)
 
 
 def _scaled_linear(parts: list[nn.Linear], scale: list[float]) -> nn.Linear:
@@ -146,10 +146,12 @@ def _scaled_linear(parts: list[nn.Linear], scale: list[float]) -> nn.Linear:
 
 
 class _Step(nn.Module):
-    """One decoder position for B rows: prev (B,) tokens, pos (1,), aligned (B, 1, d), the
-    past self-attention keys, transposed, (L, B, H, dh, P) and values (L, B, H, P, dh), the
-    cross keys/values from ``_Prepare`` -> the normalised state (B, d) and the present keys
-    (L, B, H, dh, P+1) and values (L, B, H, P+1, dh).
+    """One decoder position for B rows: prev (B,) tokens, pos (1,), aligned (B, 1, d), then
+    per decoder layer the past self-attention keys, transposed, (B, H, dh, P), the past values
+    (B, H, P, dh), the cross keys and the cross values from ``_Prepare`` -> the normalised
+    state (B, d), then per layer the present keys (B, H, dh, P+1) and values (B, H, P+1, dh).
+    (One input per layer and tensor: a stacked cache would be split and stacked again at
+    every step, copies that cost about as much as the layers' matrix products.)
 
     The same function as ``DecoderLayer.step``, written for one query so that the exported
     graph is small: the query, key and value projections in one product (the query scaled
@@ -167,17 +169,10 @@ class _Step(nn.Module):
         )
         self.cross_q = nn.ModuleList(_scaled_linear([la.cross_attn.q], [scale]) for la in layers)
 
-    def forward(
-        self,
-        prev: Tensor,
-        pos: Tensor,
-        aligned: Tensor,
-        past_k: Tensor,
-        past_v: Tensor,
-        ck: Tensor,
-        cv: Tensor,
-    ) -> tuple[Tensor, Tensor, Tensor]:
+    def forward(self, prev: Tensor, pos: Tensor, aligned: Tensor, *cache: Tensor) -> tuple[Tensor, ...]:
         m, h, dh, d = self.m, self.h, self.dh, self.d
+        n = len(cache) // 4
+        past_k, past_v, ck, cv = (cache[i * n : (i + 1) * n] for i in range(4))
         x = m.tgt_embed(prev) + m.tgt_pos(pos) + aligned[:, 0]  # (B, d)
         b = x.size(0)
         present_k, present_v = [], []
@@ -193,27 +188,35 @@ class _Step(nn.Module):
             att = torch.softmax(q.reshape(b, h, 1, dh) @ ck[i], dim=-1)  # (B, H, 1, S)
             x = x + layer.cross_attn.out((att @ cv[i]).reshape(b, d))
             x = x + layer.ff(layer.norm3(x))
-        return m.dec_norm(x), torch.stack(present_k), torch.stack(present_v)
+        return m.dec_norm(x), *present_k, *present_v
+
+
+Layers = tuple[Tensor, ...]  # one tensor per decoder layer
+
+
+def _rows(tensors: Layers, index: Tensor) -> Layers:
+    return tuple(t.index_select(0, index) for t in tensors)
 
 
 @dataclass
 class OnnxCache:
-    """The search's state between steps: past self-attention keys (L, B, H, dh, P) and
-    values (L, B, H, P, dh), cross keys (L, B, H, dh, S) and values (L, B, H, S, dh), aligned
-    encoder states (B, S, d). Keys are kept transposed, as the step multiplies by them."""
+    """The search's state between steps, per decoder layer: past self-attention keys
+    (B, H, dh, P) and values (B, H, P, dh), cross keys (B, H, dh, S) and values (B, H, S, dh);
+    and the aligned encoder states (B, S, d). Keys are kept transposed, as the step
+    multiplies by them."""
 
-    k: Tensor
-    v: Tensor
-    ck: Tensor
-    cv: Tensor
+    k: Layers
+    v: Layers
+    ck: Layers
+    cv: Layers
     aligned: Tensor
 
     def select(self, index: Tensor) -> OnnxCache:
         return OnnxCache(
-            self.k.index_select(1, index),
-            self.v.index_select(1, index),
-            self.ck.index_select(1, index),
-            self.cv.index_select(1, index),
+            _rows(self.k, index),
+            _rows(self.v, index),
+            _rows(self.ck, index),
+            _rows(self.cv, index),
             self.aligned.index_select(0, index),
         )
 
@@ -234,30 +237,34 @@ class OnnxTransformer:
         self._encode = _Graph(
             _Call(model, "encode"), (src,), ["src"], ["memory"], {"src": {0: "N", 1: "S"}}, int8, threads
         )
+        layers = range(n_layers)
         self._prepare = _Graph(
             _Prepare(model),
             (memory,),
             ["memory"],
-            ["ck", "cv", "aligned"],
+            ["aligned", *(f"ck{i}" for i in layers), *(f"cv{i}" for i in layers)],
             {"memory": {0: "N", 1: "S"}},
             int8,
             threads,
         )
-        keys, values = torch.zeros(n_layers, 2, h, dh, 1), torch.zeros(n_layers, 2, h, 1, dh)
-        cross_k, cross_v = torch.zeros(n_layers, 2, h, dh, 3), torch.zeros(n_layers, 2, h, 3, dh)
+        key, value = torch.zeros(2, h, dh, 1), torch.zeros(2, h, 1, dh)
+        cross_k, cross_v = torch.zeros(2, h, dh, 3), torch.zeros(2, h, 3, dh)
+        cache = [key] * n_layers + [value] * n_layers + [cross_k] * n_layers + [cross_v] * n_layers
+        axes: Axes = {"prev": {0: "B"}, "aligned": {0: "B"}}
+        for i in layers:
+            axes |= {f"past_k{i}": {0: "B", 3: "P"}, f"past_v{i}": {0: "B", 2: "P"}}
+            axes |= {f"ck{i}": {0: "B", 3: "S"}, f"cv{i}": {0: "B", 2: "S"}}
         self._step = _Graph(
             _Step(model),
-            (src[:, 0], torch.tensor([1]), memory[:, :1], keys, values, cross_k, cross_v),
-            ["prev", "pos", "aligned", "past_k", "past_v", "ck", "cv"],
-            ["state", "k", "v"],
-            {
-                "prev": {0: "B"},
-                "aligned": {0: "B"},
-                "past_k": {1: "B", 4: "P"},
-                "past_v": {1: "B", 3: "P"},
-                "ck": {1: "B", 4: "S"},
-                "cv": {1: "B", 3: "S"},
-            },
+            (src[:, 0], torch.tensor([1]), memory[:, :1], *cache),
+            [
+                "prev",
+                "pos",
+                "aligned",
+                *(f"{name}{i}" for name in ("past_k", "past_v", "ck", "cv") for i in layers),
+            ],
+            ["state", *(f"k{i}" for i in layers), *(f"v{i}" for i in layers)],
+            axes,
             int8,
             threads,
         )
@@ -283,10 +290,12 @@ class OnnxTransformer:
     def new_cache(self, memory: Tensor, src: Tensor) -> OnnxCache:
         if bool((src == PAD_ID).any()):
             raise ValueError("the ONNX engine decodes unpadded sources only (one length per batch)")
-        ck, cv, aligned = self._prepare(memory)
-        n_layers, n, h, dh, _ = ck.shape
+        aligned, *kv = self._prepare(memory)
+        n_layers = len(kv) // 2
+        n, h, dh, _ = kv[0].shape
+        empty_k, empty_v = aligned.new_zeros(n, h, dh, 0), aligned.new_zeros(n, h, 0, dh)
         return OnnxCache(
-            ck.new_zeros(n_layers, n, h, dh, 0), ck.new_zeros(n_layers, n, h, 0, dh), ck, cv, aligned
+            (empty_k,) * n_layers, (empty_v,) * n_layers, tuple(kv[:n_layers]), tuple(kv[n_layers:]), aligned
         )
 
     def step_states(self, cache: OnnxCache, prev: Tensor, pos: int) -> Tensor:
@@ -296,10 +305,13 @@ class OnnxTransformer:
             aligned = cache.aligned[:, pos : pos + 1]
         else:  # the end of sequence after the line: no source character there
             aligned = cache.aligned.new_zeros(cache.aligned.size(0), 1, cache.aligned.size(2))
-        past_k, past_v = cache.k[..., :pos], cache.v[:, :, :, :pos]  # a step again at pos replaces it
-        state, cache.k, cache.v = self._step(
-            prev, torch.tensor([pos]), aligned, past_k, past_v, cache.ck, cache.cv
+        past_k = [k[..., :pos] for k in cache.k]  # a step again at pos replaces it
+        past_v = [v[:, :, :pos] for v in cache.v]
+        state, *present = self._step(
+            prev, torch.tensor([pos]), aligned, *past_k, *past_v, *cache.ck, *cache.cv
         )
+        n_layers = len(present) // 2
+        cache.k, cache.v = tuple(present[:n_layers]), tuple(present[n_layers:])
         return state
 
     def step(self, cache: OnnxCache, prev: Tensor, pos: int) -> Tensor:
@@ -312,13 +324,7 @@ class OnnxTransformer:
     @staticmethod
     def reorder_beams(cache: OnnxCache, parent: Tensor) -> OnnxCache:
         """Beams that stay within their request: only the self-attention keys/values move."""
-        return OnnxCache(
-            cache.k.index_select(1, parent),
-            cache.v.index_select(1, parent),
-            cache.ck,
-            cache.cv,
-            cache.aligned,
-        )
+        return OnnxCache(_rows(cache.k, parent), _rows(cache.v, parent), cache.ck, cache.cv, cache.aligned)
 
     def decode_states(self, memory: Tensor, src: Tensor, tgt_in: Tensor) -> Tensor:
         return self._states(memory, src, tgt_in)[0]
