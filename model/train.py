@@ -317,6 +317,25 @@ def run_checkpoint(path: Path) -> Path:
     return found[0]
 
 
+def warm_start(model: torch.nn.Module, path: Path, vocab: Vocab) -> tuple[int, list[str]]:
+    """Copy into ``model`` every tensor of the checkpoint at ``path`` (or a run folder's best)
+    that has the same name and shape, e.g. the embeddings, the encoder and the first decoder
+    layer of a deeper model into one with a single decoder layer -> how many tensors were
+    copied, and the names of those left as initialised."""
+    source, source_vocab, _ = load_model(run_checkpoint(path))
+    if source_vocab.pieces != vocab.pieces:
+        raise UsageError(f"--init-from {path}: its vocabulary differs from the training data's")
+    theirs = source.state_dict()
+    fresh = []
+    with torch.no_grad():
+        for name, tensor in model.state_dict().items():
+            if name in theirs and theirs[name].shape == tensor.shape:
+                tensor.copy_(theirs[name])
+            else:
+                fresh.append(name)
+    return len(model.state_dict()) - len(fresh), fresh
+
+
 def load_proposer(path: Path, vocab: Vocab) -> CoupletTagger:
     """``model.bundle.load_proposer`` of a run folder's best checkpoint (or a checkpoint file)."""
     try:
@@ -434,6 +453,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="bundle this encoder-only tagger (checkpoint or run folder) as the decoder's proposer",
     )
     p.add_argument("--no-proposer", action="store_true", help="do not train or bundle the preset's proposer")
+    p.add_argument(
+        "--init-from",
+        type=Path,
+        help="start a fresh run from this checkpoint's (or run folder's) weights where names and shapes "
+        "match, e.g. a shallower decoder from a trained model (same vocabulary)",
+    )
     return p.parse_args(argv)
 
 
@@ -489,11 +514,17 @@ def train(args: argparse.Namespace, d: Dist) -> int:
     trainer = Trainer(model, tc, train_data, out, hooks, device, d)
     if d.main:
         print(f"precision: {'bf16 autocast' if trainer.bf16 else 'fp32'}; threads: {torch.get_num_threads()}")
-    if trainer.resume() and d.main:
-        print(f"resumed from step {trainer.state.step} (epoch {trainer.state.epoch})", flush=True)
-        if trainer.new_stretch:
+    if trainer.resume():
+        if d.main:
+            print(f"resumed from step {trainer.state.step} (epoch {trainer.state.epoch})", flush=True)
+        if trainer.new_stretch and d.main:
             changes = ", ".join(f"{k} {a} -> {b}" for k, (a, b) in trainer.new_stretch.items())
             print(f"a new stretch ({changes}): early stopping counts from here", flush=True)
+    elif args.init_from is not None:  # a fresh run only: a resumed one has its own weights
+        copied, fresh = warm_start(trainer.raw, args.init_from, vocab)
+        if d.main:
+            new = f": {', '.join(fresh[:6])}{' ...' if len(fresh) > 6 else ''}" if fresh else ""
+            print(f"initialised from {args.init_from}: {copied} tensors copied, {len(fresh)} new{new}")
     state = trainer.run()
     if d.main:
         minutes = state.elapsed / 60

@@ -115,6 +115,29 @@ def test_a_changed_schedule_starts_a_new_stretch_for_early_stopping(
     assert last["step"] == 10 and last["trainer"]["bad_evals"] <= 2  # counted from 0, two evaluations
 
 
+def test_a_fresh_run_starts_from_another_models_matching_weights(
+    tmp_path: Path, data_folder: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--init-from``: a one-decoder-layer model takes a two-layer model's embeddings, encoder
+    and first decoder layer; its second layer has nothing to take."""
+    deep = tmp_path / "deep"
+    assert main(cli(data_folder, deep, 4)) == 0
+    shallow = tmp_path / "shallow"
+    args = cli(data_folder, shallow, 1, "--set", "model.n_dec_layers=1", "--set", "lr=1e-12")
+    assert main([*args, "--init-from", str(deep)]) == 0
+    assert "tensors copied, 0 new" in capsys.readouterr().out
+    teacher, _, _ = load_model(sorted((deep / "checkpoints").glob("step-*.pt"))[-1])
+    student, _, _ = load_model(sorted((shallow / "checkpoints").glob("step-*.pt"))[-1])
+    theirs = teacher.state_dict()
+    ours = student.state_dict()
+    assert any(name.startswith("decoder.1.") for name in theirs)
+    assert not any(name.startswith("decoder.1.") for name in ours)
+    for name, tensor in ours.items():  # one step at a learning rate of 1e-12 changes nothing visible
+        assert torch.allclose(tensor, theirs[name], atol=1e-6), name
+    assert main([*cli(data_folder, tmp_path / "other", 1), "--init-from", str(tmp_path / "none")]) == 2
+    assert "no checkpoint in" in capsys.readouterr().err
+
+
 def test_two_process_ddp_ends_with_identical_weights(tmp_path: Path, data_folder: Path) -> None:
     args = ["--nproc_per_node=2", "-m", "model.train", *cli(data_folder, tmp_path, 15, "--device", "cpu")]
     proc = run_module(["--standalone", *args], module="torch.distributed.run")
