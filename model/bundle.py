@@ -5,7 +5,8 @@ Layout of a bundle folder::
     model.pt          checkpoint with fp16 weights, no optimizer state
     proposer.pt       optional: an encoder-only proposer (model/tagger.py), fp16, same vocabulary
     fingerprints.npy  sorted uint64 fingerprints of the normalised training upper lines
-    sensitive.npy     hashed sensitive words (``data.sensitive.hash_words``)
+    sensitive.npy     hashed sensitive words (``data.sensitive.hash_words``); the longest
+                      word's length is ``sensitive_max_len`` in model.pt's meta
     MODEL_CARD.md, DATA_CARD.md, eval.json
 """
 
@@ -52,11 +53,13 @@ class Bundle:
     def in_training_data(self, upper: str) -> bool:
         return self.fingerprints.contains(upper)
 
-    def sensitive_filter(self) -> Any:
-        """``data.sensitive.SensitiveFilter`` built from the stored hashes."""
+    def sensitive_filter(self, allow: Iterable[str] = ()) -> Any:
+        """``data.sensitive.SensitiveFilter`` built from the stored hashes, checking substrings
+        as long as the longest hashed word (up to 8 characters in bundles that do not say)."""
         from data.sensitive import SensitiveFilter  # the data stage owns the filter
 
-        return SensitiveFilter.from_hashes(self.sensitive_hashes)
+        max_len = int(self.meta.get("sensitive_max_len") or 8)
+        return SensitiveFilter.from_hashes(self.sensitive_hashes, allow=allow, max_len=max_len)
 
 
 def _save_npy(path: Path, arr: np.ndarray) -> None:
@@ -73,6 +76,7 @@ def export_bundle(
     proposer_meta: dict[str, Any] | None = None,
     train_uppers: Iterable[str] = (),
     sensitive_hashes: np.ndarray | None = None,
+    sensitive_max_len: int | None = None,
     model_card: str = "",
     data_card: str = "",
     eval_result: dict[str, Any] | None = None,
@@ -81,12 +85,16 @@ def export_bundle(
     **meta: Any,
 ) -> Path:
     """Write a bundle into a temporary sibling folder, then swap it into ``out_dir``.
-    ``proposer_meta``: the proposer's ``step`` and ``best_valid``, kept in its checkpoint."""
+    ``proposer_meta``: the proposer's ``step`` and ``best_valid``, kept in its checkpoint.
+    ``sensitive_max_len``: the longest hashed word's length (the filter checks no longer
+    substrings)."""
     out = Path(out_dir)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
     os.chmod(tmp, 0o755)  # mkdtemp makes it 0700
     try:
+        if sensitive_max_len is not None:
+            meta["sensitive_max_len"] = sensitive_max_len
         ckpt = make_checkpoint(model, vocab, step=step, best_valid=best_valid, half=True, **meta)
         atomic_save(ckpt, tmp / MODEL_FILE)
         if proposer is not None:

@@ -293,17 +293,20 @@ def plot(out: Path) -> Path | None:
     return out / "plot.png"
 
 
-def sensitive_hashes() -> np.ndarray | None:
+def sensitive_hashes() -> tuple[np.ndarray | None, int | None]:
+    """The corpus's sensitive-word list, hashed, and its longest word's length (None, None
+    without the list)."""
     try:
-        from data.sensitive import hash_words
+        from data.sensitive import hash_words, normalised
     except ImportError:
         print("note: data.sensitive.hash_words not available; bundle carries no sensitive words")
-        return None
+        return None, None
     path = corpus_dir() / "badwords.txt"
     if not path.exists():
-        return None
+        return None, None
     words = [w.strip() for w in path.read_text(encoding="utf-8").splitlines() if w.strip()]
-    return np.asarray(hash_words(words), dtype=np.uint64)
+    longest = max((len(w) for w in normalised(words)), default=0)
+    return np.asarray(hash_words(words), dtype=np.uint64), longest
 
 
 def run_checkpoint(path: Path) -> Path:
@@ -406,12 +409,14 @@ def finish(
     if args.no_export:
         return
     data_card = folder / "DATA_CARD.md"
+    hashes, longest = sensitive_hashes()
     bundle = export_bundle(
         out / "bundle",
         model,
         vocab,
         train_uppers=(u for u, _ in train.pairs),
-        sensitive_hashes=sensitive_hashes(),
+        sensitive_hashes=hashes,
+        sensitive_max_len=longest,
         data_card=data_card.read_text("utf-8") if data_card.exists() else "",
         eval_result=ev,
         step=meta.get("step", 0),

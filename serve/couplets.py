@@ -111,11 +111,7 @@ class LoadedModel:
         self.decoder = Decoder(
             bundle.model, bundle.vocab, int8=engine.int8, proposer=bundle.proposer, runtime=engine.runtime
         )
-        bundled = (
-            SensitiveFilter.from_hashes(bundle.sensitive_hashes, allow=allow_list())
-            if len(bundle.sensitive_hashes)
-            else None
-        )
+        bundled = bundle.sensitive_filter(allow_list()) if len(bundle.sensitive_hashes) else None
         self.filters = [f for f in (bundled, extra_filter) if f is not None]
 
     @classmethod

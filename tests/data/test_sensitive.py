@@ -82,3 +82,11 @@ def test_words_in_any_script_meet_normalised_text() -> None:
     hashed = SensitiveFilter.from_hashes(hash_words(["陰道", "月經"]), allow=["歲月經過"])
     assert hashed.hits("阴道") == ["阴道"]
     assert hashed.is_clean("岁月经过")
+
+
+def test_a_hashed_filter_checks_substrings_as_long_as_its_longest_word() -> None:
+    words = ["坏蛋", "大坏蛋啊"]
+    short = SensitiveFilter.from_hashes(hash_words(words), max_len=2)
+    full = SensitiveFilter.from_hashes(hash_words(words), max_len=4)
+    assert short.hits("你这大坏蛋啊") == ["坏蛋"]  # the four-character word is out of its reach
+    assert full.hits("你这大坏蛋啊") == ["大坏蛋啊", "坏蛋"]

@@ -54,6 +54,7 @@ def test_bundle_round_trip(tmp_path, vocab: Vocab, pairs) -> None:
         vocab,
         train_uppers=uppers,
         sensitive_hashes=sens,
+        sensitive_max_len=2,
         model_card="# card",
         data_card="# data",
         eval_result={"bleu4": 1.0},
@@ -63,6 +64,7 @@ def test_bundle_round_trip(tmp_path, vocab: Vocab, pairs) -> None:
     assert b.in_training_data(uppers[0]) and not b.in_training_data("无此上联")
     assert b.model_card == "# card" and b.data_card == "# data" and b.eval == {"bleu4": 1.0}
     assert np.array_equal(b.sensitive_hashes, sens)
+    assert b.meta["sensitive_max_len"] == 2
     assert b.meta["step"] == 3
     raw = load_checkpoint(out / "model.pt")
     assert all(v.dtype == torch.float16 for v in raw["state_dict"].values() if v.is_floating_point())

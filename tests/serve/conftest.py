@@ -117,6 +117,7 @@ def build_bundle(
         vocab,
         train_uppers=[u for u, _ in PAIRS],
         sensitive_hashes=hash_words(sensitive),
+        sensitive_max_len=max((len(w) for w in sensitive), default=None),  # as make train writes it
         model_card=f"# 测试模型 {version}\n",
         data_card="# 手写数据\n",
         eval_result={"bleu4": 0.5, "perplexity": 123.0},
