@@ -150,8 +150,9 @@ class _Step(nn.Module):
     per decoder layer the past self-attention keys, transposed, (B, H, dh, P), the past values
     (B, H, P, dh), the cross keys and the cross values from ``_Prepare`` -> the normalised
     state (B, d), then per layer the present keys (B, H, dh, P+1) and values (B, H, P+1, dh).
-    (One input per layer and tensor: a stacked cache would be split and stacked again at
-    every step, copies that cost about as much as the layers' matrix products.)
+    (One input per layer and tensor: a stacked cache was split and stacked again at every
+    step, copies that took about an eighth of a step of 112 rows, less of a smaller one;
+    docs/EXPERIMENTS.md §10.)
 
     The same function as ``DecoderLayer.step``, written for one query so that the exported
     graph is small: the query, key and value projections in one product (the query scaled
