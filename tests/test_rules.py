@@ -3,6 +3,7 @@
 import pytest
 
 from data.text import clauses, is_han, is_punct, repeat_pattern
+from model import tones as tones_module
 from model.rules import check, rhythm_positions
 from model.tones import Tone, char_tone, line_tones, mark, opposed, pingshui_rusheng, wanted_end
 
@@ -46,6 +47,35 @@ def test_the_pingshui_rusheng_table(monkeypatch: pytest.MonkeyPatch):
     monkeypatch.delenv("RUSHENG_TABLE", raising=False)
     assert line_tones("十年白发", "classical") == [Tone.OBLIQUE, Tone.LEVEL, Tone.OBLIQUE, Tone.OBLIQUE]
     assert line_tones("十年白发", "modern")[:3] == [Tone.LEVEL, Tone.LEVEL, Tone.LEVEL]
+
+
+LINES_READ_BOTH_WAYS = [
+    "长城万里",  # 长 is zhǎng alone, cháng in the phrase: the phrase reading decides
+    "重重山外",
+    "觉得头发",  # neutral tones in phrases
+    "银行长",  # a phrase whose reading keeps every tone class: no phrase reading needed
+    "一行白鹭上青天，不觉晓。",
+    "桌子",
+    "还我河山",
+    "数一数二",
+    "𠀾春a，",  # a character outside pypinyin's tables, and Latin
+]
+
+
+@pytest.mark.parametrize("mode", ["modern", "classical"])
+def test_lines_without_tone_changing_phrases_skip_the_phrase_reading(
+    mode: str, monkeypatch: pytest.MonkeyPatch
+):
+    """A line in which no phrase changes a character's tone class reads each character's first
+    reading; every line gets what pypinyin's phrase reading gives (both paths are taken)."""
+    monkeypatch.delenv("RUSHENG_TABLE", raising=False)
+    table = frozenset(pingshui_rusheng()) if mode == "classical" else frozenset()
+    paths = set()
+    for line in LINES_READ_BOTH_WAYS:
+        paths.add(tones_module._first_readings_hold(line))
+        assert line_tones(line, mode) == list(tones_module._phrase_reading(line, mode, table)), line
+    assert paths == {True, False}
+    assert not tones_module._first_readings_hold("长城") and tones_module._first_readings_hold("春风")
 
 
 def test_opposition():
