@@ -320,6 +320,17 @@ def run_checkpoint(path: Path) -> Path:
     return found[0]
 
 
+def load_teacher(path: Path, vocab: Vocab, kind: str) -> CoupletModel:
+    """The model to distil from: a run folder's best checkpoint (or a checkpoint file) of the
+    same kind as the one trained, on the same vocabulary."""
+    teacher, its_vocab, _ = load_model(run_checkpoint(path))
+    if its_vocab.pieces != vocab.pieces:
+        raise UsageError(f"--teacher {path}: its vocabulary differs from the training data's")
+    if teacher.cfg.kind != kind:
+        raise UsageError(f"--teacher {path}: a {teacher.cfg.kind} model cannot teach a {kind} model")
+    return teacher
+
+
 def warm_start(model: torch.nn.Module, path: Path, vocab: Vocab) -> tuple[int, list[str]]:
     """Copy into ``model`` every tensor of the checkpoint at ``path`` (or a run folder's best)
     that has the same name and shape, e.g. the embeddings, the encoder and the first decoder
@@ -464,6 +475,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="start a fresh run from this checkpoint's (or run folder's) weights where names and shapes "
         "match, e.g. a shallower decoder from a trained model (same vocabulary)",
     )
+    p.add_argument(
+        "--teacher",
+        type=Path,
+        help="also learn this trained model's token distributions (knowledge distillation; a run folder "
+        "or checkpoint of the same kind on the same vocabulary); distill_weight sets their share",
+    )
     return p.parse_args(argv)
 
 
@@ -516,7 +533,11 @@ def train(args: argparse.Namespace, d: Dist) -> int:
         ),
         save=lambda path, m, **state: save(path, m, vocab, **state),
     )
-    trainer = Trainer(model, tc, train_data, out, hooks, device, d)
+    teacher = None if args.teacher is None else load_teacher(args.teacher, vocab, mcfg.kind)
+    trainer = Trainer(model, tc, train_data, out, hooks, device, d, teacher)
+    if teacher is not None and d.main:
+        print(f"distilling from {args.teacher} ({teacher.num_parameters() / 1e6:.2f}M parameters), "
+              f"weight {tc.distill_weight}", flush=True)  # fmt: skip
     if d.main:
         print(f"precision: {'bf16 autocast' if trainer.bf16 else 'fp32'}; threads: {torch.get_num_threads()}")
     if trainer.resume():

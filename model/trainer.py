@@ -37,6 +37,9 @@ class TrainConfig:
     weight_decay: float = 0.01
     beta2: float = 0.98
     label_smoothing: float = 0.1
+    # with a teacher (``Trainer``'s): the share of the loss that is the KL divergence of the
+    # model's token distributions from the teacher's, the rest the reference lines' cross-entropy
+    distill_weight: float = 0.5
     clip_norm: float = 1.0
     batch_tokens: int = 4096  # padded source + target tokens per batch (per rank)
     max_steps: int = 0  # 0: no step limit
@@ -95,6 +98,7 @@ SCHEDULE = (
     "min_lr_ratio",
     "warmup_steps",
     "label_smoothing",
+    "distill_weight",
     "max_steps",
     "max_minutes",
     "max_epochs",
@@ -165,6 +169,30 @@ def seq2seq_loss(
     )
 
 
+def distill_loss(
+    model: nn.Module,
+    teacher: nn.Module,
+    batch: Batch,
+    weight: float,
+    label_smoothing: float,
+    raw: nn.Module | None = None,
+) -> torch.Tensor:
+    """Word-level knowledge distillation (Kim and Rush, EMNLP 2016): ``1 - weight`` times the
+    cross-entropy of ``seq2seq_loss`` plus ``weight`` times KL(teacher || model) of the token
+    distributions at every target position, the teacher reading the same reference prefix.
+    The teacher's distribution over all characters says far more per position than the one
+    reference character, which is what lets a smaller model (one decoder layer) learn from
+    a trained one faster than from the pairs alone."""
+    logits = model(batch.src, batch.tgt_in).flatten(0, 1).float()  # (B*T, V)
+    targets = cast(Any, raw or model).targets(batch).flatten()
+    ce = F.cross_entropy(logits, targets, ignore_index=PAD_ID, label_smoothing=label_smoothing)
+    keep = targets != PAD_ID
+    with torch.no_grad():
+        theirs = teacher(batch.src, batch.tgt_in).flatten(0, 1)[keep].float().log_softmax(-1)
+    kl = F.kl_div(logits[keep].log_softmax(-1), theirs, reduction="batchmean", log_target=True)
+    return (1 - weight) * ce + weight * kl
+
+
 def lr_factor(cfg: TrainConfig, step: int, progress: float) -> float:
     """Linear warm-up over ``warmup_steps``, then cosine decay over ``progress`` in [0, 1]."""
     if step < cfg.warmup_steps:
@@ -192,8 +220,10 @@ class Trainer:
         hooks: Hooks,
         device: torch.device,
         dist_info: Dist | None = None,
+        teacher: nn.Module | None = None,
     ) -> None:
         self.raw = model.to(device)
+        self.teacher = None if teacher is None else teacher.to(device).eval().requires_grad_(False)
         self.cfg, self.data, self.hooks, self.device = cfg, data, hooks, device
         self.out = Path(out_dir)
         self.dist = dist_info or Dist()
@@ -275,7 +305,17 @@ class Trainer:
     def train_step(self, batch: Batch) -> float:
         self.model.train()
         with self.autocast():
-            loss = seq2seq_loss(self.model, batch, self.cfg.label_smoothing, self.raw)
+            if self.teacher is None:
+                loss = seq2seq_loss(self.model, batch, self.cfg.label_smoothing, self.raw)
+            else:
+                loss = distill_loss(
+                    self.model,
+                    self.teacher,
+                    batch,
+                    self.cfg.distill_weight,
+                    self.cfg.label_smoothing,
+                    self.raw,
+                )
         self.opt.zero_grad(set_to_none=True)
         loss.backward()
         if self.cfg.clip_norm:

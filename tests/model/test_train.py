@@ -10,12 +10,13 @@ from pathlib import Path
 import pytest
 import torch
 
-from model.batching import bucket_batches
+from model.batching import Batch, bucket_batches, collate
 from model.bundle import load_bundle
-from model.checkpoint import load_checkpoint, load_model
+from model.checkpoint import build_model, load_checkpoint, load_model
 from model.greedy import greedy
 from model.train import main
-from model.trainer import TrainConfig, lr_factor
+from model.trainer import TrainConfig, distill_loss, lr_factor, seq2seq_loss
+from model.transformer import ModelConfig
 
 ROOT = Path(__file__).resolve().parents[2]
 FAST = ["--set", "amp=off", "--set", "threads=1"]
@@ -136,6 +137,61 @@ def test_a_fresh_run_starts_from_another_models_matching_weights(
         assert torch.allclose(tensor, theirs[name], atol=1e-6), name
     assert main([*cli(data_folder, tmp_path / "other", 1), "--init-from", str(tmp_path / "none")]) == 2
     assert "no checkpoint in" in capsys.readouterr().err
+
+
+def _kl_to(teacher: torch.nn.Module, student: torch.nn.Module, batch: Batch) -> float:
+    """Mean KL(teacher || student) of the token distributions over the target positions."""
+    with torch.no_grad():
+        return float(distill_loss(student.eval(), teacher.eval(), batch, 1.0, 0.0))
+
+
+def test_distillation_loss_mixes_the_references_and_the_teacher(pairs, vocab) -> None:
+    batch = collate([(vocab.encode(u), vocab.encode(lo)) for u, lo in pairs[:8]])
+    torch.manual_seed(0)
+    model = build_model(ModelConfig(vocab_size=len(vocab), d_model=32, n_heads=2, n_enc_layers=1,
+                                    n_dec_layers=1, d_ff=64, dropout=0.0))  # fmt: skip
+    torch.manual_seed(1)
+    other = build_model(model.cfg)
+    with torch.no_grad():
+        ce = float(seq2seq_loss(model, batch, 0.0))
+        assert _kl_to(model, model, batch) == pytest.approx(0.0, abs=1e-6)  # no divergence from itself
+        assert float(distill_loss(model, other, batch, 0.0, 0.0)) == pytest.approx(ce, rel=1e-6)
+        kl = _kl_to(other, model, batch)
+        assert kl > 0
+        mixed = float(distill_loss(model, other, batch, 0.25, 0.0))
+        assert mixed == pytest.approx(0.75 * ce + 0.25 * kl, rel=1e-5)
+
+
+def test_a_run_with_a_teacher_learns_its_distributions(
+    tmp_path: Path, data_folder: Path, pairs, vocab, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--teacher``: a teacher that learnt the lower lines backwards, so that its distributions
+    differ from the references; the same student (same seed, same batches) ends much closer to
+    them when it learns them than when it learns the pairs alone."""
+    backwards = tmp_path / "backwards"
+    backwards.mkdir()
+    for name in ("train.tsv", "valid.tsv", "test.tsv"):
+        (backwards / name).write_text("".join(f"{u}\t{lo[::-1]}\n" for u, lo in pairs), encoding="utf-8")
+    for name in ("spm.model", "test_leak.txt"):
+        (backwards / name).write_bytes((data_folder / name).read_bytes())
+    teacher_dir = tmp_path / "teacher"
+    sharp = ("--set", "model.dropout=0", "--set", "label_smoothing=0")
+    assert main(cli(backwards, teacher_dir, 150, *sharp)) == 0
+    small = ("--set", "model.n_dec_layers=1", "--set", "distill_weight=1.0", "--set", "warmup_steps=5")
+    assert main([*cli(data_folder, tmp_path / "taught", 80, *small), "--teacher", str(teacher_dir)]) == 0
+    assert "distilling from" in capsys.readouterr().out
+    assert main(cli(data_folder, tmp_path / "alone", 80, *small)) == 0
+
+    def last(run: str) -> torch.nn.Module:
+        return load_model(sorted((tmp_path / run / "checkpoints").glob("step-*.pt"))[-1])[0]
+
+    teacher = load_model(teacher_dir / "best.pt")[0]
+    batch = collate([(vocab.encode(u), vocab.encode(lo)) for u, lo in pairs])
+    taught, alone = _kl_to(teacher, last("taught"), batch), _kl_to(teacher, last("alone"), batch)
+    assert taught < 0.6 * alone
+    tagger = ("--set", "model.kind=tagger", "--set", "model.n_dec_layers=0")
+    assert main([*cli(data_folder, tmp_path / "t", 1, *tagger), "--teacher", str(teacher_dir)]) == 2
+    assert "cannot teach" in capsys.readouterr().err
 
 
 def test_two_process_ddp_ends_with_identical_weights(tmp_path: Path, data_folder: Path) -> None:
