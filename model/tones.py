@@ -196,7 +196,15 @@ def mark(tone: Tone) -> str:
 
 def opposed(a: Tone, b: Tone) -> bool:
     """True when the two tones can be read as opposite (either one may be EITHER)."""
-    return bool((a & Tone.LEVEL and b & Tone.OBLIQUE) or (a & Tone.OBLIQUE and b & Tone.LEVEL))
+    return (a, b) in _OPPOSED  # (a set lookup: flag arithmetic on enum members is slow)
+
+
+_OPPOSED = frozenset(
+    (a, b)
+    for a in map(Tone, range(4))  # (iterating Tone would give only its one-bit members)
+    for b in map(Tone, range(4))
+    if (a & Tone.LEVEL and b & Tone.OBLIQUE) or (a & Tone.OBLIQUE and b & Tone.LEVEL)
+)
 
 
 def wanted_end(upper_end: Tone) -> Tone:
