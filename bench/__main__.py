@@ -21,6 +21,14 @@ def available() -> list[str]:
     return sorted(m.name for m in pkgutil.iter_modules(bench.__path__) if not m.name.startswith("_"))
 
 
+def default() -> list[str]:
+    """What a plain `make bench` runs: every benchmark but those whose module sets
+    ``DEFAULT = False`` (they run only when named, e.g. the hour-long time to quality)."""
+    return [
+        name for name in available() if getattr(importlib.import_module(f"bench.{name}"), "DEFAULT", True)
+    ]
+
+
 def markdown(results: dict[str, dict[str, object]]) -> str:
     lines = ["| benchmark | figure | value |", "|---|---|---|"]
     for name, figures in results.items():
@@ -32,10 +40,14 @@ def markdown(results: dict[str, dict[str, object]]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="make bench", description=__doc__)
-    parser.add_argument("names", nargs="*", help=f"benchmarks to run (default all: {', '.join(available())})")
+    parser.add_argument(
+        "names",
+        nargs="*",
+        help=f"benchmarks to run, of {', '.join(available())} (default: {', '.join(default())})",
+    )
     parser.add_argument("--quick", action="store_true", help="smaller inputs, for a smoke run")
     args = parser.parse_args(argv)
-    names = args.names or available()
+    names = args.names or default()
     unknown = sorted(set(names) - set(available()))
     if unknown:
         parser.error(f"unknown benchmark(s): {', '.join(unknown)}")
