@@ -179,7 +179,9 @@ def beam_search(
         if width not in layouts:
             layouts[width] = torch.arange(n).repeat_interleave(width), torch.arange(n)[:, None] * width
         row, first = layouts[width]
-        if scored:
+        if scored and hasattr(model, "step_log_probs"):  # the output layer inside the step (ONNX)
+            logp = cast(Any, model).step_log_probs(cache, prev, pos, cast(Shortlist, shortlist).listed)
+        elif scored:
             logp = cast(Shortlist, shortlist).log_probs(cast(Any, model).step_states(cache, prev, pos))
         else:
             logp = model.step(cache, prev, pos).float()  # (B, V)
@@ -304,6 +306,13 @@ class Shortlist:
         width = max(len(row) for row in ids)
         padded = torch.tensor([row + [PAD_ID] * (width - len(row)) for row in ids])  # (N, M)
         return cls(padded, head[padded].transpose(1, 2).contiguous())
+
+    @functools.cached_property
+    def listed(self) -> tuple[Tensor, Tensor]:
+        """The output layer's listed rows for a step that scores them itself
+        (``step_log_probs``): weight (N, d, M), and bias (N, 1, M), -inf at the padding."""
+        bias = torch.zeros(self.ids.shape).masked_fill_(self.ids == PAD_ID, NEG_INF)[:, None]
+        return self.weight, bias
 
     def log_probs(self, states: Tensor) -> Tensor:
         """states (B, d) of B = N*width rows -> log-probabilities (B, M) of the listed

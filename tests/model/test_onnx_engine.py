@@ -11,7 +11,7 @@ import torch.nn.functional as F
 
 from data.vocab import BOS_ID, EOS_ID, PAD_ID, UNK_ID, Vocab
 from model.checkpoint import build_model
-from model.decode import DecodeOptions, Decoder, beam_search
+from model.decode import DecodeOptions, Decoder, Shortlist, beam_search
 from model.onnx_engine import OnnxTagger, OnnxTransformer
 from model.rules import check
 from model.tagger import CoupletTagger
@@ -58,6 +58,29 @@ def test_engine_steps_match_the_models_cached_steps(vocab: Vocab, aligned: bool)
         want = s2s.decode_states(memory, src, tgt_in)
         assert torch.allclose(engine.decode_states(memory, src, tgt_in), want, atol=1e-5)
         assert torch.allclose(OnnxTagger(tagger).encode(src), tagger.encode(src), atol=1e-4)
+
+
+def test_a_step_scoring_a_shortlist_in_the_graph_matches_pytorchs_output_layer(vocab: Vocab) -> None:
+    """``step_log_probs``: the step and the output layer over each request's list (lists of
+    different lengths, so one is padded) equal the step's states through ``Shortlist.log_probs``,
+    and the caches advance alike."""
+    s2s, _ = models(vocab)
+    engine = OnnxTransformer(s2s)
+    src = torch.tensor([vocab.encode("海纳百川"), vocab.encode("春风得意")])
+    ids = [[EOS_ID, *vocab.encode("江山如画")], vocab.encode("秋月无边")]
+    shortlist = Shortlist.build(ids, s2s.head.weight.detach())
+    with torch.inference_mode():
+        memory = engine.encode(src)
+        ours, theirs = engine.new_cache(memory, src), engine.new_cache(memory, src)
+        prev = torch.full((2,), BOS_ID)
+        for pos in range(3):
+            got = engine.step_log_probs(ours, prev, pos, shortlist.listed)
+            want = shortlist.log_probs(engine.step_states(theirs, prev, pos))
+            assert got.shape == want.shape == (2, 5)
+            assert torch.equal(torch.isinf(got), torch.isinf(want)) and bool(torch.isinf(got[1, 4]))
+            assert torch.allclose(got[torch.isfinite(got)], want[torch.isfinite(want)], atol=1e-5), pos
+            assert all(torch.allclose(a, b, atol=1e-6) for a, b in zip(ours.k, theirs.k, strict=True))
+            prev = torch.tensor(vocab.encode("江山如")[pos : pos + 1] * 2)
 
 
 def test_engine_refuses_padded_sources(vocab: Vocab) -> None:
