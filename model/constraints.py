@@ -102,6 +102,21 @@ class VocabTables:
             self._tones[key] = _tone_tensor(self.pieces, fn)
         return self._tones[key]
 
+    def ids(self, kind: str) -> Tensor:
+        """The vocabulary ids where ``never`` or ``punct`` holds: a rule that blanks a few
+        columns indexes them instead of masking every entry of its table."""
+        key = ("ids", kind)
+        if key not in self._masks:
+            self._masks[key] = getattr(self, kind).nonzero().flatten()
+        return self._masks[key]
+
+    def has_tone(self, mode: str, tone: Tone) -> Tensor:
+        """(V,) float: 1 where the context-free tone class is exactly ``tone``."""
+        key = ("has", mode, int(tone))
+        if key not in self._masks:
+            self._masks[key] = (self.tone(mode) == int(tone)).float()
+        return self._masks[key]
+
     def level(self, mode: str) -> Tensor:
         """(V,) bool: level in the context-free reading."""
         key = ("level", mode)
@@ -411,7 +426,7 @@ class SpecialTokens(PositionRule):
     an upper-line punctuation mark the vocabulary lacks, which the text then mirrors."""
 
     def add_to(self, table: Tensor) -> None:
-        table.masked_fill_(self.tables.never, NEG_INF)
+        table[:, :, self.tables.ids("never")] = NEG_INF
         for n, plan in enumerate(self.plans):
             for pos, tok in enumerate(plan.punct):
                 if tok == UNK_ID:
@@ -432,10 +447,14 @@ class PunctuationMirrored(PositionRule):
     """The upper line's mark at its positions, and no punctuation anywhere else."""
 
     def add_to(self, table: Tensor) -> None:
-        marks = torch.tensor([p.punct for p in self.plans]) >= 0  # (N, L)
-        table[:, : self.length].masked_fill_(~marks[:, :, None] & self.tables.punct, NEG_INF)
-        for n, pos in marks.nonzero().tolist():
-            _force(table[n, pos], self.plans[n].punct[pos])
+        marks = [
+            (n, pos, tok) for n, p in enumerate(self.plans) for pos, tok in enumerate(p.punct) if tok >= 0
+        ]
+        keep = [table[n, pos, tok].item() for n, pos, tok in marks]  # before the marks' columns go
+        table[:, : self.length, self.tables.ids("punct")] = NEG_INF
+        for (n, pos, tok), value in zip(marks, keep, strict=True):
+            table[n, pos] = NEG_INF
+            table[n, pos, tok] = value
 
 
 class NoReuse(PositionRule):
@@ -480,14 +499,11 @@ class Rhythm(PositionRule):
         self.weight = weight
 
     def add_to(self, table: Tensor) -> None:
-        up = torch.zeros(len(self.plans), self.length + 1, dtype=torch.int8)  # (N, L+1)
         for n, plan in enumerate(self.plans):
             for pos in rhythm_positions(plan.upper):
-                if plan.upper_tones[pos] in (Tone.LEVEL, Tone.OBLIQUE):
-                    up[n, pos] = int(plan.upper_tones[pos])
-        tone = torch.stack([self.tables.tone(p.mode) for p in self.plans])  # (N, V)
-        same = (up[:, :, None] == tone[:, None, :]) & (up != 0)[:, :, None]  # (N, L+1, V)
-        table.sub_(self.weight * same.to(table.dtype))
+                tone = plan.upper_tones[pos]
+                if tone in (Tone.LEVEL, Tone.OBLIQUE):
+                    table[n, pos].sub_(self.tables.has_tone(plan.mode, tone), alpha=self.weight)
 
 
 class RepeatsMirrored:
