@@ -515,10 +515,13 @@ class RepeatsMirrored:
         self.new = torch.tensor(
             [[c < 0 and t < 0 for c, t in zip(p.copy_of, p.punct, strict=True)] for p in plans]
         )
+        self.all_new = self.new.all(0).tolist()  # per position: every request has a new character
 
     def __call__(self, scores: Tensor, step: Step) -> Tensor:
         if step.pos == 0 or step.pos >= self.copy_of.size(1):
             return scores
+        if self.all_new[step.pos]:  # the common case, in one operation: no earlier character again
+            return scores.scatter(1, step.prefix, NEG_INF)
         src = self.copy_of[step.row, step.pos]  # (B,)
         new = self.new[step.row, step.pos][:, None]  # (B, 1)
         # (B, pos) work only: overwrite the prefix's tokens, -inf on rows with a new character
