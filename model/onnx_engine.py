@@ -192,7 +192,7 @@ def _scaled_linear(parts: list[nn.Linear], scale: list[float]) -> nn.Linear:
 
 
 class _Step(nn.Module):
-    """One decoder position for B rows: prev (B,) tokens, pos (1,), aligned (B, 1, d), then
+    """One decoder position for B rows: prev (B,) tokens, pos (1,), aligned (B, d), then
     per decoder layer the past self-attention keys, transposed, (B, H, dh, P), the past values
     (B, H, P, dh), the cross keys and the cross values from ``_Prepare`` -> the normalised
     state (B, d), then per layer the present keys (B, H, dh, P+1) and values (B, H, P+1, dh).
@@ -220,20 +220,21 @@ class _Step(nn.Module):
         m, h, dh, d = self.m, self.h, self.dh, self.d
         n = len(cache) // 4
         past_k, past_v, ck, cv = (cache[i * n : (i + 1) * n] for i in range(4))
-        x = m.tgt_embed(prev) + m.tgt_pos(pos) + aligned[:, 0]  # (B, d)
-        b = x.size(0)
+        x = m.tgt_embed(prev) + m.tgt_pos(pos) + aligned  # (B, d)
         present_k, present_v = [], []
-        for i, layer in enumerate(m.decoder_layers()):
+        for i, layer in enumerate(
+            m.decoder_layers()
+        ):  # shapes by -1, never by B: no shape arithmetic in the graph
             q, k, v = self.qkv[i](layer.norm1(x)).split(d, dim=-1)  # (B, d) each
-            ks = torch.cat([past_k[i], k.reshape(b, h, dh, 1)], 3)  # (B, H, dh, P+1)
-            vs = torch.cat([past_v[i], v.reshape(b, h, 1, dh)], 2)  # (B, H, P+1, dh)
+            ks = torch.cat([past_k[i], k.reshape(-1, h, dh, 1)], 3)  # (B, H, dh, P+1)
+            vs = torch.cat([past_v[i], v.reshape(-1, h, 1, dh)], 2)  # (B, H, P+1, dh)
             present_k.append(ks)
             present_v.append(vs)
-            att = torch.softmax(q.reshape(b, h, 1, dh) @ ks, dim=-1)  # (B, H, 1, P+1)
-            x = x + layer.self_attn.out((att @ vs).reshape(b, d))
+            att = torch.softmax(q.reshape(-1, h, 1, dh) @ ks, dim=-1)  # (B, H, 1, P+1)
+            x = x + layer.self_attn.out((att @ vs).reshape(-1, d))
             q = self.cross_q[i](layer.norm2(x))
-            att = torch.softmax(q.reshape(b, h, 1, dh) @ ck[i], dim=-1)  # (B, H, 1, S)
-            x = x + layer.cross_attn.out((att @ cv[i]).reshape(b, d))
+            att = torch.softmax(q.reshape(-1, h, 1, dh) @ ck[i], dim=-1)  # (B, H, 1, S)
+            x = x + layer.cross_attn.out((att @ cv[i]).reshape(-1, d))
             x = x + layer.ff(layer.norm3(x))
         return m.dec_norm(x), *present_k, *present_v
 
@@ -320,7 +321,7 @@ class OnnxTransformer:
             axes |= {f"ck{i}": {0: "B", 3: "S"}, f"cv{i}": {0: "B", 2: "S"}}
         self._step = _Graph(
             _Step(model),
-            (src[:, 0], torch.tensor([1]), memory[:, :1], *cache),
+            (src[:, 0], torch.tensor([1]), memory[:, 0], *cache),
             [
                 "prev",
                 "pos",
@@ -338,7 +339,7 @@ class OnnxTransformer:
             (
                 src[:, 0],
                 torch.tensor([1]),
-                memory[:, :1],
+                memory[:, 0],
                 torch.zeros(2, cfg.d_model, 4),
                 torch.zeros(2, 1, 4),
                 *cache,
@@ -401,9 +402,9 @@ class OnnxTransformer:
         if not 0 <= pos < self.cfg.max_len:
             raise ValueError(f"position {pos} outside 0..{self.cfg.max_len - 1}")
         if pos < cache.aligned.size(1):
-            aligned = cache.aligned[:, pos : pos + 1]
+            aligned = cache.aligned[:, pos]
         else:  # the end of sequence after the line: no source character there
-            aligned = cache.aligned.new_zeros(cache.aligned.size(0), 1, cache.aligned.size(2))
+            aligned = cache.aligned.new_zeros(cache.aligned.size(0), cache.aligned.size(2))
         past_k = [k[..., :pos] for k in cache.k]  # a step again at pos replaces it
         past_v = [v[:, :, :pos] for v in cache.v]
         out, *present = graph(
