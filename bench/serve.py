@@ -10,6 +10,9 @@ a real decode of a distinct test-set upper line):
 2. that rate again while the model is reloaded (POST /api/v1/admin/reload) three times:
    requests failed by swapping models (goal 0).
 3. saturation: Debian's wrk (if installed) with 8 connections: peak requests/s.
+
+``goal_met`` is the goal by the ladder (phase 1), ``goal_met_wrk`` by wrk's closed loop
+(phase 3); both also need phase 2 without a failed request.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import httpx
 
@@ -319,7 +322,11 @@ def ladder(
 
 def run(args: Any) -> dict[str, object]:
     quick = bool(getattr(args, "quick", False))
-    rates = [100.0, 50.0, 25.0, 12.0, 6.0] if quick else [100.0, 70.0, 50.0, 35.0, 25.0, 18.0, 12.0, 8.0, 5.0]
+    rates = (
+        [100.0, 50.0, 25.0, 12.0, 6.0]
+        if quick
+        else [100.0, 85.0, 70.0, 50.0, 35.0, 25.0, 18.0, 12.0, 8.0, 5.0]
+    )
     seconds = 5.0 if quick else 15.0
     lines = upper_lines(4000)
     with tempfile.TemporaryDirectory(prefix="bench-serve-") as name:
@@ -352,5 +359,13 @@ def run(args: Any) -> dict[str, object]:
                 results.update(saturation_wrk(url, lines[::-1], 5 if quick else 15, 8, tmp))
         finally:
             stop_process(proc, timeout=20)
-    results["goal_met"] = float(sustained >= 100 and results["reload_failed"] == 0)
+    # the goal (BENCHMARKS.md): >= 100 requests/s at p99 <= 200 ms, no errors, no failure
+    # during reloads; by the open-loop ladder (latency from each request's due time, the Python
+    # load generator sharing the two cores), and by wrk's closed loop (8 connections)
+    reloads_ok = results["reload_failed"] == 0
+    results["goal_met"] = float(sustained >= 100 and reloads_ok)
+    if "wrk_rps" in results:
+        wrk = {k: float(cast(float, results.get(k, 1e9))) for k in ("wrk_rps", "wrk_p99_ms", "wrk_errors")}
+        wrk_ok = wrk["wrk_rps"] >= 100 and wrk["wrk_p99_ms"] <= 200 and wrk["wrk_errors"] == 0
+        results["goal_met_wrk"] = float(wrk_ok and reloads_ok)
     return results
