@@ -303,9 +303,20 @@ class Shortlist:
 
     @classmethod
     def build(cls, ids: list[list[int]], head: Tensor) -> Shortlist:
-        width = max(len(row) for row in ids)
-        padded = torch.tensor([row + [PAD_ID] * (width - len(row)) for row in ids])  # (N, M)
-        return cls(padded, head[padded].transpose(1, 2).contiguous())
+        """From lists of ids and the output layer's weight (V, d)."""
+        return cls.from_rows([torch.tensor(row, dtype=torch.long) for row in ids], head.t())
+
+    @classmethod
+    def from_rows(cls, rows: list[Tensor], head_t: Tensor) -> Shortlist:
+        """From each request's ids (M_n,) and the output layer's weight, transposed (d, V)
+        (contiguous: its columns are gathered)."""
+        width = max(len(row) for row in rows)
+        padded = torch.full((len(rows), width), PAD_ID, dtype=torch.long)  # (N, M)
+        for n, row in enumerate(rows):
+            padded[n, : len(row)] = row
+        d = head_t.size(0)
+        weight = head_t.index_select(1, padded.flatten()).view(d, len(rows), width).transpose(0, 1)
+        return cls(padded, weight.contiguous())
 
     @functools.cached_property
     def listed(self) -> tuple[Tensor, Tensor]:
@@ -502,7 +513,8 @@ class Decoder:
         ONNX Runtime, model/onnx_engine.py: PyTorch's results in fp32, steps 2-4x faster)."""
         if proposer is not None and not isinstance(model, CoupletTransformer):
             raise ValueError("a proposer's candidates are rescored by an encoder-decoder model")
-        self.head_weight = model.head.weight.detach() if proposer is not None else torch.empty(0)
+        # the output layer's weight, transposed (d, V), for the shortlists' columns
+        self.head_t = model.head.weight.detach().t().contiguous() if proposer is not None else torch.empty(0)
         if runtime not in RUNTIMES:
             raise ValueError(f"runtime must be one of {', '.join(RUNTIMES)}, got {runtime!r}")
         self.model: Any = _runtime_copy(model, int8, runtime)
@@ -629,11 +641,11 @@ class Decoder:
         if not k:
             return None
         values, top = ranked.topk(min(k, ranked.size(-1)), dim=-1)  # (N, L, k)
-        ids = []
+        rows = []
         for n, plan in enumerate(plans):
-            keep = top[n][torch.isfinite(values[n])].unique().tolist()
-            ids.append(sorted({*keep, *plan.required, EOS_ID}))
-        return Shortlist.build(ids, self.head_weight)
+            also = torch.tensor([*plan.required, EOS_ID], dtype=torch.long)
+            rows.append(torch.cat([top[n][torch.isfinite(values[n])], also]).unique())  # sorted
+        return Shortlist.from_rows(rows, self.head_t)
 
     def _rescore(
         self,

@@ -288,7 +288,7 @@ class OnnxTransformer:
     """A CoupletTransformer's decoding protocol (``encode``, ``new_cache``, ``step``,
     ``step_states``, ``reorder_cache``, ``decode_states``, ``logits``) on ONNX Runtime, and
     ``step_log_probs``: a step that scores a shortlist (the listed rows of the output layer,
-    ``Decoder.head_weight``) in the same graph. Over the whole vocabulary the output layer
+    ``Decoder.head_t``) in the same graph. Over the whole vocabulary the output layer
     stays in PyTorch (fp32; int8 with ``int8``). Scoring the list in the graph, not in three
     PyTorch calls after it, took a served request from 19.2-21.2 to 18.6-19.6 ms of CPU
     (two A/B runs alternating on 500 test lines)."""

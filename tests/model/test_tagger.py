@@ -187,17 +187,17 @@ def test_shortlist_scores_are_the_models_log_probs_over_the_list(
     """In the normal search and in the fast mode's rescoring alike."""
     s2s, tagger = random_models(dvocab)
     decoder = Decoder(s2s, dvocab, proposer=tagger)
-    built: list[list[list[int]]] = []
-    original = Shortlist.build
+    built: list[list[torch.Tensor]] = []
+    original = Shortlist.from_rows
 
-    def spy(ids: list[list[int]], head: torch.Tensor) -> Shortlist:
-        built.append(ids)
-        return original(ids, head)
+    def spy(rows: list[torch.Tensor], head_t: torch.Tensor) -> Shortlist:
+        built.append(rows)
+        return original(rows, head_t)
 
-    monkeypatch.setattr(Shortlist, "build", spy)
+    monkeypatch.setattr(Shortlist, "from_rows", spy)
     for upper in UPPERS:
         result = decoder.generate(upper, DecodeOptions(n_best=5, shortlist=8, fast=fast, proposals=12))
-        ids = torch.tensor(built[-1][0])
+        ids = built[-1][0]
         src = torch.tensor([dvocab.encode(upper)])
         for c in result.candidates:
             tgt = dvocab.encode(c.text)
