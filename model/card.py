@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from data.paths import data_dir, default_model_dir
+from model.decode import DecodeOptions
 
 
 @dataclass(frozen=True)
@@ -182,6 +183,7 @@ def proposer_section(bundle: Path, run_dir: Path | None) -> list[str]:
     if not meta:
         return []
     tr = training_summary(run_dir)
+    shortlist = DecodeOptions().shortlist
     trained = (
         f"- trained {tr['steps']} steps, {tr['minutes']:.1f} min, {tr.get('pairs_seen', 0):,} pairs seen"
         if tr.get("steps")
@@ -193,7 +195,7 @@ def proposer_section(bundle: Path, run_dir: Path | None) -> list[str]:
         "An encoder-only tagger (model/tagger.py) that predicts every lower character in one pass. In",
         "the normal search its log-probabilities are added to every step's scores (a second opinion,",
         "weight 1.0); in the fast mode the search runs over its per-position distributions and the",
-        "encoder-decoder rescores the best proposals. In both, only its top 32 characters per",
+        f"encoder-decoder rescores the best proposals. In both, only its top {shortlist} characters per",
         "position (the shortlist) are scored by the encoder-decoder's output layer. The scores",
         "shown are the encoder-decoder's, normalised over that shortlist.",
         "",
