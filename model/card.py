@@ -20,7 +20,6 @@ from pathlib import Path
 from typing import Any
 
 from data.paths import data_dir, default_model_dir
-from model.decode import DecodeOptions
 
 
 @dataclass(frozen=True)
@@ -183,6 +182,8 @@ def proposer_section(bundle: Path, run_dir: Path | None) -> list[str]:
     if not meta:
         return []
     tr = training_summary(run_dir)
+    from model.decode import DecodeOptions  # here: the device image, which runs model.train, has no pypinyin
+
     shortlist = DecodeOptions().shortlist
     trained = (
         f"- trained {tr['steps']} steps, {tr['minutes']:.1f} min, {tr.get('pairs_seen', 0):,} pairs seen"
