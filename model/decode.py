@@ -169,6 +169,7 @@ def beam_search(
         step_rules = [cast(Any, rule).on_columns(shortlist.ids) for rule in step_rules]
     n, _, v = table.shape
     scored = shortlist is not None and hasattr(model, "step_states")  # the output layer's listed rows
+    in_graph = scored and hasattr(model, "step_log_probs")  # ONNX: the listed rows scored in the step
     width = 1  # live beams per request: one at the start (K copies would be equal), then K
     prev = torch.full((n,), BOS_ID, dtype=torch.long)
     search = torch.zeros(n, 1)  # (N, width)
@@ -181,7 +182,7 @@ def beam_search(
         if width not in layouts:
             layouts[width] = torch.arange(n).repeat_interleave(width), torch.arange(n)[:, None] * width
         row, first = layouts[width]
-        if scored and hasattr(model, "step_log_probs"):  # the output layer inside the step (ONNX)
+        if in_graph:
             logp = cast(Any, model).step_log_probs(cache, prev, pos, cast(Shortlist, shortlist).listed)
         elif scored:
             logp = cast(Shortlist, shortlist).log_probs(cast(Any, model).step_states(cache, prev, pos))

@@ -222,9 +222,8 @@ class _Step(nn.Module):
         past_k, past_v, ck, cv = (cache[i * n : (i + 1) * n] for i in range(4))
         x = m.tgt_embed(prev) + m.tgt_pos(pos) + aligned  # (B, d)
         present_k, present_v = [], []
-        for i, layer in enumerate(
-            m.decoder_layers()
-        ):  # shapes by -1, never by B: no shape arithmetic in the graph
+        # shapes by -1, never by B: no shape arithmetic in the graph
+        for i, layer in enumerate(m.decoder_layers()):
             q, k, v = self.qkv[i](layer.norm1(x)).split(d, dim=-1)  # (B, d) each
             ks = torch.cat([past_k[i], k.reshape(-1, h, dh, 1)], 3)  # (B, H, dh, P+1)
             vs = torch.cat([past_v[i], v.reshape(-1, h, 1, dh)], 2)  # (B, H, P+1, dh)
