@@ -68,7 +68,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    from model.runtime import reexec_with_passive_omp
+    from model.runtime import set_omp_wait_policy
 
-    reexec_with_passive_omp("bench")
+    set_omp_wait_policy("bench")
     sys.exit(main())

@@ -21,7 +21,7 @@ from torch.utils.flop_counter import FlopCounterMode
 from data.paths import data_dir
 from model.batching import Batch, collate
 from model.checkpoint import build_model
-from model.trainer import TrainConfig, make_optimizer, seq2seq_loss, use_bf16
+from model.trainer import TrainConfig, compute_context, make_optimizer, seq2seq_loss, use_bf16
 from model.transformer import ModelConfig
 
 PRESETS = Path(__file__).resolve().parent.parent / "model" / "presets"
@@ -90,7 +90,7 @@ def measure(preset: str, device: torch.device, steps: int, peak_seconds: float) 
     batches = [b.to(device) for b in sample_batches(vocab_size, tc.batch_tokens, steps + 2)]
 
     def step(batch: Batch) -> None:
-        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16):
+        with compute_context(device, bf16):
             loss = seq2seq_loss(model, batch, tc.label_smoothing)
         opt.zero_grad(set_to_none=True)
         loss.backward()

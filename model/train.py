@@ -15,6 +15,7 @@ import gzip
 import json
 import lzma
 import math
+import os
 import subprocess
 import sys
 from dataclasses import asdict
@@ -34,7 +35,7 @@ from model.bundle import load_proposer as bundle_proposer
 from model.card import write_card
 from model.checkpoint import CoupletModel, build_model, load_model, save
 from model.greedy import greedy
-from model.runtime import reexec_with_passive_omp
+from model.runtime import set_omp_wait_policy
 from model.scoring import mean_nll
 from model.tagger import CoupletTagger
 from model.trainer import Dist, Hooks, TrainConfig, Trainer
@@ -539,7 +540,9 @@ def train(args: argparse.Namespace, d: Dist) -> int:
         print(f"distilling from {args.teacher} ({teacher.num_parameters() / 1e6:.2f}M parameters), "
               f"weight {tc.distill_weight}", flush=True)  # fmt: skip
     if d.main:
-        print(f"precision: {'bf16 autocast' if trainer.bf16 else 'fp32'}; threads: {torch.get_num_threads()}")
+        precision = "bf16 autocast" if trainer.bf16 else "fp32"
+        wait = os.environ.get("OMP_WAIT_POLICY", "default (spin, then sleep)")
+        print(f"precision: {precision}; threads: {torch.get_num_threads()}; OpenMP wait policy: {wait}")
     if trainer.resume():
         if d.main:
             print(f"resumed from step {trainer.state.step} (epoch {trainer.state.epoch})", flush=True)
@@ -583,5 +586,5 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    reexec_with_passive_omp("model.train")
+    set_omp_wait_policy("model.train")
     sys.exit(main())

@@ -1,0 +1,42 @@
+"""The chunked cross-entropy gives F.cross_entropy's value and gradient."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from model import losses
+from model.losses import cross_entropy
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("smoothing", [0.0, 0.1])
+def test_matches_torch(dtype: torch.dtype, smoothing: float, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(losses, "ROWS", 16)  # several blocks, the last one short
+    torch.manual_seed(0)
+    logits = (3 * torch.randn(150, 97)).to(dtype).requires_grad_(True)
+    targets = torch.randint(1, 97, (150,))
+    targets[::7] = 0  # ignored rows
+    mine = cross_entropy(logits, targets, 0, smoothing)
+    (grad_mine,) = torch.autograd.grad(3 * mine, logits)
+    ref = F.cross_entropy(logits.float(), targets, ignore_index=0, label_smoothing=smoothing)
+    (grad_ref,) = torch.autograd.grad(3 * ref, logits)
+    assert mine.dtype == torch.float32
+    assert mine.item() == pytest.approx(ref.item(), rel=1e-5)
+    assert grad_mine.dtype == dtype
+    tol = 1e-6 if dtype == torch.float32 else 2e-4
+    torch.testing.assert_close(grad_mine.float(), grad_ref.float(), atol=tol, rtol=1e-2)
+    assert grad_mine[::7].abs().max() == 0  # ignored rows get no gradient
+
+
+def test_all_rows_ignored_gives_zero() -> None:
+    logits = torch.randn(4, 10, requires_grad=True)
+    loss = cross_entropy(logits, torch.zeros(4, dtype=torch.long), 0)
+    loss.backward()
+    assert loss.item() == 0.0 and logits.grad is not None and logits.grad.abs().max() == 0
+
+
+def test_bad_shapes_are_refused() -> None:
+    with pytest.raises(ValueError, match="logits"):
+        cross_entropy(torch.randn(2, 3, 4), torch.zeros(2, dtype=torch.long), 0)
