@@ -21,9 +21,7 @@ ROWS = 64  # rows per block: 64 x 7,683 fp32 values = 2 MB, about one core's L2
 
 class _ChunkedCrossEntropy(torch.autograd.Function):
     @staticmethod
-    def forward(  # type: ignore[override]
-        ctx: Any, logits: Tensor, targets: Tensor, ignore_index: int, smoothing: float
-    ) -> Tensor:
+    def forward(ctx: Any, logits: Tensor, targets: Tensor, ignore_index: int, smoothing: float) -> Tensor:
         n = logits.size(0)
         keep = targets != ignore_index
         count = keep.sum().clamp(min=1)
@@ -43,7 +41,7 @@ class _ChunkedCrossEntropy(torch.autograd.Function):
         return total / count
 
     @staticmethod
-    def backward(ctx: Any, grad: Tensor) -> tuple[Tensor, None, None, None]:  # type: ignore[override]
+    def backward(ctx: Any, grad: Tensor) -> tuple[Tensor, None, None, None]:
         logits, safe, keep, lse, count = ctx.saved_tensors
         n, v = logits.shape
         eps = ctx.smoothing
