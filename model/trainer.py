@@ -147,7 +147,7 @@ def compute_context(device: torch.device, bf16: bool) -> ExitStack:
     """What a training or validation step runs under: bf16 autocast when ``bf16``, and on a CPU
     the plain attention kernel. Couplet lines are short (at most 34 positions), and for such
     short sequences PyTorch's CPU flash-attention kernel costs more than the attention itself:
-    its backward took 22% of a `cpu` preset step, and the plain kernel trains that preset 28%
+    its backward took 22% of a `cpu` preset step, and the plain kernel trains that preset 37%
     faster (EXPERIMENTS.md §14). On CUDA the default choice stays."""
     stack = ExitStack()
     if bf16:
@@ -219,8 +219,8 @@ def make_optimizer(model: nn.Module, cfg: TrainConfig) -> torch.optim.AdamW:
         p for n, p in model.named_parameters() if not (p.dim() >= 2 and "embed" not in n and "pos" not in n)
     ]
     groups = [{"params": decay, "weight_decay": cfg.weight_decay}, {"params": rest, "weight_decay": 0.0}]
-    # the fused kernel updates all parameters in one pass (CPU and CUDA): the per-parameter
-    # loop was 9% of a `cpu` preset step
+    # the fused kernel updates all parameters in one pass (CPU and CUDA); on the `cpu` preset
+    # it measured within noise of the loop (1,449 against 1,444 pairs/s, EXPERIMENTS.md §14)
     fused = all(p.device.type in ("cpu", "cuda") and p.dtype == torch.float32 for p in model.parameters())
     return torch.optim.AdamW(groups, lr=cfg.lr, betas=(0.9, cfg.beta2), eps=1e-8, fused=fused)
 
