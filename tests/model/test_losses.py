@@ -40,3 +40,21 @@ def test_all_rows_ignored_gives_zero() -> None:
 def test_bad_shapes_are_refused() -> None:
     with pytest.raises(ValueError, match="logits"):
         cross_entropy(torch.randn(2, 3, 4), torch.zeros(2, dtype=torch.long), 0)
+
+
+def test_without_gradient_the_value_is_the_same() -> None:
+    torch.manual_seed(1)
+    logits = torch.randn(40, 13)
+    targets = torch.randint(0, 13, (40,))
+    with torch.no_grad():
+        mine = cross_entropy(logits, targets, 0, 0.1)
+    ref = F.cross_entropy(logits, targets, ignore_index=0, label_smoothing=0.1)
+    assert mine.item() == pytest.approx(ref.item(), rel=1e-6)
+
+
+def test_a_second_backward_is_refused() -> None:
+    logits = torch.randn(5, 7, requires_grad=True)
+    loss = cross_entropy(logits, torch.arange(5), 0)
+    loss.backward(retain_graph=True)
+    with pytest.raises(RuntimeError, match="twice"):
+        loss.backward()
