@@ -6,7 +6,7 @@ log-softmax and its bf16 copy: about eight passes over N x V values that do not 
 cache (800 target positions x 7,683 characters = 6M values per `cpu` preset batch). Here each
 block of rows is copied once into one reused fp32 buffer, and while it is in the cache the
 forward pass computes both the loss (log-sum-exp) and the gradient (softmax minus the
-smoothed one-hot), which it keeps in the logits' dtype; the backward pass only scales it.
+smoothed one-hot), which it keeps in the logits' dtype; the backward pass hands it on (scaled, when the loss was).
 One exponential per value instead of two, and no fresh buffer per block: the exponential
 is most of the cost (EXPERIMENTS.md §15). The arithmetic is fp32 throughout, as in the
 unfused loss. On CUDA, where the fused kernels are memory-bound and a Python loop of
@@ -27,12 +27,12 @@ ROWS = 128  # rows per block: 128 x 7,683 fp32 values = 4 MB (measured: 64 rows 
 
 def _blocks(
     logits: Tensor, targets: Tensor, ignore_index: int, smoothing: float, grad: Tensor | None
-) -> tuple[Tensor, Tensor]:
-    """(sum of the kept rows' losses, number of kept rows); when ``grad`` (N, V) is given, it
-    receives the gradient of that sum with respect to ``logits``."""
+) -> Tensor:
+    """The mean loss of the kept rows; when ``grad`` (N, V) is given, it receives the
+    gradient of that mean with respect to ``logits``."""
     n, v = logits.shape
     keep = targets != ignore_index
-    weight = keep.float()  # (N,) 1 for a kept row, 0 for an ignored one
+    weight = keep.float() / keep.sum().clamp(min=1)  # (N,) 1/kept for a kept row, 0 for an ignored one
     safe = targets.masked_fill(~keep, 0)  # ignored rows read column 0, weighted 0
     buf = torch.empty(min(ROWS, n), v, dtype=torch.float32, device=logits.device)
     total = torch.zeros((), dtype=torch.float32, device=logits.device)
@@ -49,22 +49,19 @@ def _blocks(
         total += ((top + norm.log())[:, 0] + row).mul(w).sum()
         if grad is None:
             continue
-        z.mul_(w[:, None] / norm)  # the softmax, zero on ignored rows
+        z.mul_(w[:, None] / norm)  # the softmax over the row count, zero on ignored rows
         if smoothing:
             z.sub_((smoothing / v) * w[:, None])
         z.scatter_add_(1, t, (-(1 - smoothing) * w)[:, None])
         grad[a : a + ROWS].copy_(z)
-    return total, keep.sum()
+    return total
 
 
 class _ChunkedCrossEntropy(torch.autograd.Function):
     @staticmethod
     def forward(ctx: Any, logits: Tensor, targets: Tensor, ignore_index: int, smoothing: float) -> Tensor:
-        grad = torch.empty_like(logits)
-        total, kept = _blocks(logits, targets, ignore_index, smoothing, grad)
-        count = kept.clamp(min=1).float()
-        ctx.grad, ctx.count = grad, count
-        return total / count
+        ctx.grad = torch.empty_like(logits)
+        return _blocks(logits, targets, ignore_index, smoothing, ctx.grad)
 
     @staticmethod
     @once_differentiable
@@ -73,7 +70,9 @@ class _ChunkedCrossEntropy(torch.autograd.Function):
         if grad is None:  # the buffer is scaled in place and handed on: it serves once
             raise RuntimeError("backward through cross_entropy twice (retain_graph) is not supported")
         ctx.grad = None
-        return grad.mul_((grad_out / ctx.count).to(grad.dtype)), None, None, None
+        if grad_out.item() != 1.0:  # a plain loss.backward() skips this pass over N x V values
+            grad.mul_(grad_out.to(grad.dtype))
+        return grad, None, None, None
 
 
 def cross_entropy(logits: Tensor, targets: Tensor, ignore_index: int, label_smoothing: float = 0.0) -> Tensor:
@@ -88,5 +87,4 @@ def cross_entropy(logits: Tensor, targets: Tensor, ignore_index: int, label_smoo
         return F.cross_entropy(logits.float(), targets, ignore_index=ignore_index, label_smoothing=smoothing)
     if torch.is_grad_enabled() and logits.requires_grad:
         return _ChunkedCrossEntropy.apply(logits, targets, ignore_index, smoothing)
-    total, kept = _blocks(logits, targets, ignore_index, smoothing, None)
-    return total / kept.clamp(min=1).float()
+    return _blocks(logits, targets, ignore_index, smoothing, None)

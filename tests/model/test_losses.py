@@ -12,16 +12,19 @@ from model.losses import cross_entropy
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 @pytest.mark.parametrize("smoothing", [0.0, 0.1])
-def test_matches_torch(dtype: torch.dtype, smoothing: float, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("scale", [1.0, 3.0])  # 1.0: the gradient is handed on unscaled
+def test_matches_torch(
+    dtype: torch.dtype, smoothing: float, scale: float, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr(losses, "ROWS", 16)  # several blocks, the last one short
     torch.manual_seed(0)
     logits = (3 * torch.randn(150, 97)).to(dtype).requires_grad_(True)
     targets = torch.randint(1, 97, (150,))
     targets[::7] = 0  # ignored rows
     mine = cross_entropy(logits, targets, 0, smoothing)
-    (grad_mine,) = torch.autograd.grad(3 * mine, logits)
+    (grad_mine,) = torch.autograd.grad(scale * mine, logits)
     ref = F.cross_entropy(logits.float(), targets, ignore_index=0, label_smoothing=smoothing)
-    (grad_ref,) = torch.autograd.grad(3 * ref, logits)
+    (grad_ref,) = torch.autograd.grad(scale * ref, logits)
     assert mine.dtype == torch.float32
     assert mine.item() == pytest.approx(ref.item(), rel=1e-5)
     assert grad_mine.dtype == dtype
