@@ -8,9 +8,10 @@ block of rows is copied once into one reused fp32 buffer, and while it is in the
 forward pass computes both the loss (log-sum-exp) and the gradient (softmax minus the
 smoothed one-hot, over the row count), which it keeps in the logits' dtype; the backward
 pass hands it on, scaled only when the loss was. One exponential per value instead of two,
-and no fresh buffer per block: the exponential is most of the cost (EXPERIMENTS.md §15). The arithmetic is fp32 throughout, as in the
-unfused loss. On CUDA, where the fused kernels are memory-bound and a Python loop of
-small blocks would only add launches, it is ``F.cross_entropy``.
+and no fresh buffer per block: the exponential is most of the cost (EXPERIMENTS.md §15).
+The arithmetic is fp32 throughout, as in the unfused loss. On CUDA, where the fused kernels
+are memory-bound and a Python loop of small blocks would only add launches, it is
+``F.cross_entropy``.
 """
 
 from __future__ import annotations
