@@ -4,8 +4,10 @@ import math
 
 import pytest
 import torch
+import torch.nn.functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
 
-from model.transformer import BOS_ID, EOS_ID, PAD_ID, CoupletTransformer, ModelConfig
+from model.transformer import BOS_ID, EOS_ID, PAD_ID, CoupletTransformer, ModelConfig, short_attention
 
 
 def small(aligned: bool = True) -> CoupletTransformer:
@@ -107,3 +109,33 @@ def test_untrained_model_predicts_near_uniform() -> None:
         logp = model(src, tgt_in).log_softmax(-1)  # (B, T, V)
     repeat = -logp.gather(-1, tgt_in.unsqueeze(-1)).mean()
     assert abs(float(repeat) - math.log(2000)) < 1.5
+
+
+@pytest.mark.parametrize(("causal", "masked"), [(False, True), (True, False), (False, False)])
+def test_short_attention_matches_pytorch(causal: bool, masked: bool) -> None:
+    torch.manual_seed(0)
+    b, h, t, dh = 3, 4, 7, 16
+    s = t if causal else 9
+    q = torch.randn(b, h, t, dh, requires_grad=True)
+    k, v = (torch.randn(b, h, s, dh, requires_grad=True) for _ in range(2))
+    mask = None
+    if masked:  # rows padded by 3 and by 1 keys
+        mask = torch.ones(b, 1, 1, s, dtype=torch.bool)
+        mask[1, ..., -3:] = False
+        mask[2, ..., -1:] = False
+    grad = torch.randn(b, h, t, dh)
+    mine = short_attention(q, k, v, mask, causal)
+    with sdpa_kernel(SDPBackend.MATH):
+        ref = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal)
+    torch.testing.assert_close(mine, ref, atol=1e-6, rtol=1e-5)
+    for a, r in zip(torch.autograd.grad(mine, (q, k, v), grad), torch.autograd.grad(ref, (q, k, v), grad)):
+        torch.testing.assert_close(a, r, atol=1e-6, rtol=1e-5)
+
+
+def test_training_forward_equals_inference_forward() -> None:
+    """With autograd on (a training step) attention is ``short_attention``; without, PyTorch's."""
+    model = small()
+    src, tgt = batch()
+    with torch.no_grad():
+        ref = model(src, tgt)
+    torch.testing.assert_close(model(src, tgt), ref, atol=1e-5, rtol=1e-4)
