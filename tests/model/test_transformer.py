@@ -128,7 +128,8 @@ def test_short_attention_matches_pytorch(causal: bool, masked: bool) -> None:
     with sdpa_kernel(SDPBackend.MATH):
         ref = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal)
     torch.testing.assert_close(mine, ref, atol=1e-6, rtol=1e-5)
-    for a, r in zip(torch.autograd.grad(mine, (q, k, v), grad), torch.autograd.grad(ref, (q, k, v), grad)):
+    ours, theirs = torch.autograd.grad(mine, (q, k, v), grad), torch.autograd.grad(ref, (q, k, v), grad)
+    for a, r in zip(ours, theirs, strict=True):
         torch.testing.assert_close(a, r, atol=1e-6, rtol=1e-5)
 
 
