@@ -145,10 +145,12 @@ def use_bf16(amp: str, device: torch.device) -> bool:
 
 def compute_context(device: torch.device, bf16: bool) -> ExitStack:
     """What a training or validation step runs under: bf16 autocast when ``bf16``, and on a CPU
-    the plain attention kernel. Couplet lines are short (at most 34 positions), and for such
-    short sequences PyTorch's CPU flash-attention kernel costs more than the attention itself:
-    its backward took 22% of a `cpu` preset step, and the plain kernel trains that preset 37%
-    faster (EXPERIMENTS.md §14). On CUDA the default choice stays."""
+    PyTorch's plain attention kernel. Couplet lines are short (at most 34 positions), and for
+    such short sequences its CPU flash-attention kernel costs more than the attention itself:
+    its backward took 22% of a `cpu` preset step, and the plain kernel trained that preset 37%
+    faster (EXPERIMENTS.md §14). A CPU training step now bypasses both with
+    ``model.transformer.short_attention`` (§15); validation, without autograd, keeps the plain
+    kernel. On CUDA the default choice stays."""
     stack = ExitStack()
     if bf16:
         stack.enter_context(torch.autocast(device.type, dtype=torch.bfloat16))
