@@ -199,7 +199,7 @@ def distill_loss(
     a trained one faster than from the pairs alone."""
     logits = model(batch.src, batch.tgt_in).flatten(0, 1).float()  # (B*T, V)
     targets = cast(Any, raw or model).targets(batch).flatten()
-    ce = F.cross_entropy(logits, targets, ignore_index=PAD_ID, label_smoothing=label_smoothing)
+    ce = cross_entropy(logits, targets, PAD_ID, label_smoothing)
     keep = targets != PAD_ID
     with torch.no_grad():
         theirs = teacher(batch.src, batch.tgt_in).flatten(0, 1)[keep].float().log_softmax(-1)

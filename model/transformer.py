@@ -80,7 +80,7 @@ def short_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, causal
     if bias is None:
         scores = torch.bmm(k3, q3.transpose(1, 2)) * scale
     else:
-        scores = torch.baddbmm(bias.to(q.dtype), k3, q3.transpose(1, 2), alpha=scale)  # (B*H, S, T)
+        scores = torch.baddbmm(bias, k3, q3.transpose(1, 2), alpha=scale)  # (B*H, S, T)
     y = torch.bmm(scores.softmax(dim=1).transpose(1, 2), v3)  # (B*H, T, dh)
     return y.view(b, h, t, dh)
 
