@@ -15,7 +15,7 @@ from model.bundle import load_bundle
 from model.checkpoint import build_model, load_checkpoint, load_model
 from model.greedy import greedy
 from model.train import main
-from model.trainer import TrainConfig, distill_loss, lr_factor, seq2seq_loss
+from model.trainer import TrainConfig, bf16_matmul_speedup, distill_loss, lr_factor, seq2seq_loss, use_bf16
 from model.transformer import ModelConfig
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -38,6 +38,18 @@ def test_lr_warms_up_then_decays() -> None:
     assert lr_factor(cfg, 9, 0.0) == pytest.approx(1.0)
     assert lr_factor(cfg, 50, 0.5) == pytest.approx(0.55)
     assert lr_factor(cfg, 99, 1.0) == pytest.approx(0.1)
+
+
+def test_amp_auto_decides_the_same_way_every_time() -> None:
+    # One timing of a few milliseconds once said bf16 was slower on a CPU where it is twice as
+    # fast; the decision must not depend on a stall of the shared machine.
+    cpu = torch.device("cpu")
+    ratios = [bf16_matmul_speedup() for _ in range(10)]
+    assert len({r > 1.0 for r in ratios}) == 1, ratios
+    assert use_bf16("auto", cpu) == (ratios[0] > 1.0)
+    assert use_bf16("bf16", cpu) and not use_bf16("off", cpu)
+    with pytest.raises(ValueError, match="amp must be"):
+        use_bf16("fp8", cpu)
 
 
 def test_bucket_batches_deterministic_and_within_budget() -> None:
