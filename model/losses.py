@@ -9,9 +9,10 @@ forward pass computes both the loss (log-sum-exp) and the gradient (softmax minu
 smoothed one-hot, over the row count), which it keeps in the logits' dtype; the backward
 pass hands it on, scaled only when the loss was. One exponential per value instead of two,
 and no fresh buffer per block: the exponential is most of the cost (EXPERIMENTS.md §15).
-The arithmetic is fp32 throughout, as in the unfused loss. On CUDA, where the fused kernels
-are memory-bound and a Python loop of small blocks would only add launches, it is
-``F.cross_entropy``.
+The arithmetic is fp32 throughout, as in the unfused loss. ``distillation`` mixes a teacher's
+distribution into the target in the same pass; its KL term had written both models' whole
+fp32 log-softmax. On CUDA, where the fused kernels are memory-bound and a Python loop of
+small blocks would only add launches, they are ``F.cross_entropy`` and ``F.kl_div``.
 """
 
 from __future__ import annotations
@@ -26,24 +27,50 @@ from torch.autograd.function import once_differentiable
 ROWS = 128  # rows per block: 128 x 7,683 fp32 values = 4 MB (measured: 64 rows 7% slower, 16 rows 50%)
 
 
+def _dot(a: Tensor, b: Tensor) -> Tensor:
+    """Row-wise dot products of two (r, V) matrices, without an (r, V) temporary."""
+    return torch.bmm(a[:, None, :], b[:, :, None])[:, 0, 0]
+
+
 def _blocks(
-    logits: Tensor, targets: Tensor, ignore_index: int, smoothing: float, grad: Tensor | None
+    logits: Tensor,
+    targets: Tensor,
+    ignore_index: int,
+    smoothing: float,
+    grad: Tensor | None,
+    teacher: Tensor | None = None,
+    kd: float = 0.0,
 ) -> Tensor:
     """The mean loss of the kept rows; when ``grad`` (N, V) is given, it receives the
-    gradient of that mean with respect to ``logits``."""
+    gradient of that mean with respect to ``logits``. With ``teacher`` logits (N, V), each
+    row's loss is ``1 - kd`` times its cross-entropy plus ``kd`` times KL(teacher || model):
+    a cross-entropy against the mixed target ``(1 - kd) * reference + kd * teacher``, less the
+    teacher's entropy, so the gradient is the softmax minus that mixed target."""
     n, v = logits.shape
     keep = targets != ignore_index
     weight = keep.float() / keep.sum().clamp(min=1)  # (N,) 1/kept for a kept row, 0 for an ignored one
     safe = targets.masked_fill(~keep, 0)  # ignored rows read column 0, weighted 0
+    hard = 1.0 - kd if teacher is not None else 1.0  # the reference's share of the target
     buf = torch.empty(min(ROWS, n), v, dtype=torch.float32, device=logits.device)
+    if teacher is not None:
+        tbuf, pbuf = torch.empty_like(buf), torch.empty_like(buf)
     total = torch.zeros((), dtype=torch.float32, device=logits.device)
     for a in range(0, n, ROWS):
         z = buf[: min(ROWS, n - a)]
         z.copy_(logits[a : a + ROWS])  # (r, V) fp32
         w, t = weight[a : a + ROWS], safe[a : a + ROWS, None]
-        row = -(1 - smoothing) * z.gather(1, t)[:, 0]  # (r,) the loss less the log-sum-exp
+        row = -(hard * (1 - smoothing)) * z.gather(1, t)[:, 0]  # (r,) the loss less the log-sum-exp
         if smoothing:
-            row = row - smoothing * z.mean(dim=-1)
+            row = row - (hard * smoothing) * z.mean(dim=-1)
+        if teacher is not None:
+            y, p = tbuf[: z.shape[0]], pbuf[: z.shape[0]]
+            y.copy_(teacher[a : a + ROWS])
+            y.sub_(y.amax(dim=-1, keepdim=True))
+            torch.exp(y, out=p)
+            tnorm = p.sum(dim=-1, keepdim=True)
+            p.div_(tnorm)  # the teacher's distribution
+            # KL less the log-sum-exp: sum p log p - sum p z, with log p = y - log tnorm
+            row = row + kd * (_dot(p, y) - tnorm.log()[:, 0] - _dot(p, z))
         top = z.amax(dim=-1, keepdim=True)
         z.sub_(top).exp_()
         norm = z.sum(dim=-1, keepdim=True)
@@ -52,40 +79,87 @@ def _blocks(
             continue
         z.mul_(w[:, None] / norm)  # the softmax over the row count, zero on ignored rows
         if smoothing:
-            z.sub_((smoothing / v) * w[:, None])
-        z.scatter_add_(1, t, (-(1 - smoothing) * w)[:, None])
+            z.sub_((hard * smoothing / v) * w[:, None])
+        if teacher is not None:
+            z.sub_(p.mul_((kd * w)[:, None]))
+        z.scatter_add_(1, t, (-(hard * (1 - smoothing)) * w)[:, None])
         grad[a : a + ROWS].copy_(z)
     return total
 
 
 class _ChunkedCrossEntropy(torch.autograd.Function):
     @staticmethod
-    def forward(ctx: Any, logits: Tensor, targets: Tensor, ignore_index: int, smoothing: float) -> Tensor:
+    def forward(
+        ctx: Any,
+        logits: Tensor,
+        targets: Tensor,
+        ignore_index: int,
+        smoothing: float,
+        teacher: Tensor | None,
+        kd: float,
+    ) -> Tensor:
         ctx.grad = torch.empty_like(logits)
-        return _blocks(logits, targets, ignore_index, smoothing, ctx.grad)
+        return _blocks(logits, targets, ignore_index, smoothing, ctx.grad, teacher, kd)
 
     @staticmethod
     @once_differentiable
-    def backward(ctx: Any, grad_out: Tensor) -> tuple[Tensor, None, None, None]:
+    def backward(ctx: Any, grad_out: Tensor) -> tuple[Tensor, None, None, None, None, None]:
         grad = ctx.grad
         if grad is None:  # the buffer is scaled in place and handed on: it serves once
             raise RuntimeError("backward through cross_entropy twice (retain_graph) is not supported")
         ctx.grad = None
         if grad_out.item() != 1.0:  # a plain loss.backward() skips this pass over N x V values
             grad.mul_(grad_out.to(grad.dtype))
-        return grad, None, None, None
+        return grad, None, None, None, None, None
+
+
+def _check(logits: Tensor, targets: Tensor) -> None:
+    if logits.dim() != 2 or targets.shape != logits.shape[:1]:
+        shapes = f"{tuple(logits.shape)} and {tuple(targets.shape)}"
+        raise ValueError(f"logits (N, V) and targets (N,) expected, got {shapes}")
+
+
+def _chunked(
+    logits: Tensor, targets: Tensor, ignore_index: int, smoothing: float, teacher: Tensor | None, kd: float
+) -> Tensor:
+    if torch.is_grad_enabled() and logits.requires_grad:
+        return _ChunkedCrossEntropy.apply(logits, targets, ignore_index, smoothing, teacher, kd)
+    return _blocks(logits, targets, ignore_index, smoothing, None, teacher, kd)
 
 
 def cross_entropy(logits: Tensor, targets: Tensor, ignore_index: int, label_smoothing: float = 0.0) -> Tensor:
     """Mean cross-entropy of ``logits`` (N, V) against ``targets`` (N,), rows whose target is
     ``ignore_index`` left out; the same value and gradient as ``F.cross_entropy`` with
     ``ignore_index`` and ``label_smoothing``, in fp32 whatever the logits' dtype."""
-    if logits.dim() != 2 or targets.shape != logits.shape[:1]:
-        shapes = f"{tuple(logits.shape)} and {tuple(targets.shape)}"
-        raise ValueError(f"logits (N, V) and targets (N,) expected, got {shapes}")
+    _check(logits, targets)
     smoothing = float(label_smoothing)
     if logits.device.type != "cpu":
         return F.cross_entropy(logits.float(), targets, ignore_index=ignore_index, label_smoothing=smoothing)
-    if torch.is_grad_enabled() and logits.requires_grad:
-        return _ChunkedCrossEntropy.apply(logits, targets, ignore_index, smoothing)
-    return _blocks(logits, targets, ignore_index, smoothing, None)
+    return _chunked(logits, targets, ignore_index, smoothing, None, 0.0)
+
+
+def distillation(
+    logits: Tensor,
+    teacher: Tensor,
+    targets: Tensor,
+    ignore_index: int,
+    weight: float,
+    label_smoothing: float = 0.0,
+) -> Tensor:
+    """``1 - weight`` times ``cross_entropy`` plus ``weight`` times KL(teacher || model) of the
+    rows' distributions, both averaged over the kept rows (``F.kl_div``'s "batchmean" over
+    them); the teacher's logits (N, V) get no gradient. On a CPU it is one blocked pass, as
+    the cross-entropy: neither model's log-softmax is ever written out whole."""
+    _check(logits, targets)
+    if teacher.shape != logits.shape:
+        raise ValueError(
+            f"teacher logits {tuple(teacher.shape)} differ from the model's {tuple(logits.shape)}"
+        )
+    smoothing, kd, teacher = float(label_smoothing), float(weight), teacher.detach()
+    if logits.device.type != "cpu":
+        keep = targets != ignore_index
+        ce = F.cross_entropy(logits.float(), targets, ignore_index=ignore_index, label_smoothing=smoothing)
+        theirs = teacher[keep].float().log_softmax(-1)
+        kl = F.kl_div(logits[keep].float().log_softmax(-1), theirs, reduction="batchmean", log_target=True)
+        return (1 - kd) * ce + kd * kl
+    return _chunked(logits, targets, ignore_index, smoothing, teacher, kd)

@@ -20,14 +20,13 @@ from typing import Any, Protocol, cast
 
 import torch
 import torch.distributed as dist
-import torch.nn.functional as F
 from torch import nn
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from tqdm import tqdm
 
 from model.batching import Batch, prefetch
 from model.checkpoint import load_checkpoint
-from model.losses import cross_entropy
+from model.losses import cross_entropy, distillation
 from model.transformer import PAD_ID
 
 
@@ -202,14 +201,11 @@ def distill_loss(
     The teacher's distribution over all characters says far more per position than the one
     reference character, which is what lets a smaller model (one decoder layer) learn from
     a trained one faster than from the pairs alone."""
-    logits = model(batch.src, batch.tgt_in).flatten(0, 1).float()  # (B*T, V)
+    logits = model(batch.src, batch.tgt_in).flatten(0, 1)  # (B*T, V)
     targets = cast(Any, raw or model).targets(batch).flatten()
-    ce = cross_entropy(logits, targets, PAD_ID, label_smoothing)
-    keep = targets != PAD_ID
     with torch.no_grad():
-        theirs = teacher(batch.src, batch.tgt_in).flatten(0, 1)[keep].float().log_softmax(-1)
-    kl = F.kl_div(logits[keep].log_softmax(-1), theirs, reduction="batchmean", log_target=True)
-    return (1 - weight) * ce + weight * kl
+        theirs = teacher(batch.src, batch.tgt_in).flatten(0, 1)
+    return distillation(logits, theirs, targets, PAD_ID, weight, label_smoothing)
 
 
 def lr_factor(cfg: TrainConfig, step: int, progress: float) -> float:
