@@ -50,7 +50,7 @@ def _blocks(
     keep = targets != ignore_index
     weight = keep.float() / keep.sum().clamp(min=1)  # (N,) 1/kept for a kept row, 0 for an ignored one
     safe = targets.masked_fill(~keep, 0)  # ignored rows read column 0, weighted 0
-    hard = 1.0 - kd if teacher is not None else 1.0  # the reference's share of the target
+    hard = 1.0 - kd  # the reference's share of the target (kd is 0 without a teacher)
     buf = torch.empty(min(ROWS, n), v, dtype=torch.float32, device=logits.device)
     if teacher is not None:
         tbuf, pbuf = torch.empty_like(buf), torch.empty_like(buf)
@@ -158,7 +158,7 @@ def distillation(
     smoothing, kd, teacher = float(label_smoothing), float(weight), teacher.detach()
     if logits.device.type != "cpu":
         keep = targets != ignore_index
-        ce = F.cross_entropy(logits.float(), targets, ignore_index=ignore_index, label_smoothing=smoothing)
+        ce = cross_entropy(logits, targets, ignore_index, smoothing)
         theirs = teacher[keep].float().log_softmax(-1)
         kl = F.kl_div(logits[keep].float().log_softmax(-1), theirs, reduction="batchmean", log_target=True)
         return (1 - kd) * ce + kd * kl
