@@ -184,7 +184,7 @@ def proposer_section(bundle: Path, run_dir: Path | None) -> list[str]:
     tr = training_summary(run_dir)
     from model.decode import DecodeOptions  # here: the device image, which runs model.train, has no pypinyin
 
-    shortlist = DecodeOptions().shortlist
+    options = DecodeOptions()
     trained = (
         f"- trained {tr['steps']} steps, {tr['minutes']:.1f} min, {tr.get('pairs_seen', 0):,} pairs seen"
         if tr.get("steps")
@@ -195,10 +195,10 @@ def proposer_section(bundle: Path, run_dir: Path | None) -> list[str]:
         "",
         "An encoder-only tagger (model/tagger.py) that predicts every lower character in one pass. In",
         "the normal search its log-probabilities are added to every step's scores (a second opinion,",
-        "weight 1.0); in the fast mode the search runs over its per-position distributions and the",
-        f"encoder-decoder rescores the best proposals. In both, only its top {shortlist} characters per",
-        "position (the shortlist) are scored by the encoder-decoder's output layer. The scores",
-        "shown are the encoder-decoder's, normalised over that shortlist.",
+        f"weight {options.ensemble_weight}); in the fast mode the search runs over its per-position",
+        "distributions and the encoder-decoder rescores the best proposals. In both, only its top",
+        f"{options.shortlist} characters per position (the shortlist) are scored by the encoder-decoder's",
+        "output layer. The scores shown are the encoder-decoder's, normalised over that shortlist.",
         "",
         f"- parameters: {meta.get('n_params', 0):,}",
         f"- configuration: `{json.dumps(meta.get('model_config', {}), ensure_ascii=False)}`",

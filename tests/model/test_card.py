@@ -28,12 +28,17 @@ def test_goals_read_eval_figures():
 def test_card_from_a_bundle(tmp_path):
     from data.vocab import Vocab
     from model.bundle import export_bundle
+    from model.decode import DecodeOptions
+    from model.tagger import CoupletTagger
     from model.transformer import CoupletTransformer, ModelConfig
 
     vocab = Vocab.train(["春风得意马蹄疾", "秋雨无声雁影孤"] * 3, tmp_path / "spm")
     model = CoupletTransformer(ModelConfig(vocab_size=len(vocab), d_model=32, n_heads=2, d_ff=64))
     ev = {"full": {"pairs": 2, "bleu1": 20.0, "bleu2": 11.0, "bleu4": 3.1, "perplexity": 59.0}}
-    bundle = export_bundle(tmp_path / "bundle", model, vocab, eval_result=ev, step=7, preset="tiny")
+    tagger = CoupletTagger(ModelConfig(vocab_size=len(vocab), d_model=32, n_heads=2, d_ff=64, kind="tagger"))
+    bundle = export_bundle(
+        tmp_path / "bundle", model, vocab, proposer=tagger, eval_result=ev, step=7, preset="tiny"
+    )
     train = tmp_path / "train"
     train.mkdir()
     (train / "train_log.csv").write_text("step,epoch,minutes,pairs_seen\n7,0,1.5,700\n")
@@ -46,6 +51,9 @@ def test_card_from_a_bundle(tmp_path):
     assert "| BLEU-2, full test set | 11 | ≥ 10 | reached |" in card
     assert "steps: 7; wall time: 1.5 min; pairs seen: 700" in card
     assert "123 training pairs" in card
+    options = DecodeOptions()  # the proposer's part names the weight and shortlist the search uses
+    assert f"weight {options.ensemble_weight});" in card
+    assert f"{options.shortlist} characters per position" in card
 
 
 def test_card_without_bundle_is_an_error(tmp_path, capsys):
