@@ -176,6 +176,10 @@ def latency_section(bench: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _count(n: Any) -> str:
+    return f"{n:,}" if isinstance(n, int) else "–"
+
+
 def proposer_section(bundle: Path, run_dir: Path | None) -> list[str]:
     """The bundle's proposer; ``run_dir``: its training run's folder, for time and pairs seen."""
     meta = _read_checkpoint_meta(bundle, "proposer.pt")
@@ -186,9 +190,10 @@ def proposer_section(bundle: Path, run_dir: Path | None) -> list[str]:
 
     options = DecodeOptions()
     trained = (
-        f"- trained {tr['steps']} steps, {tr['minutes']:.1f} min, {tr.get('pairs_seen', 0):,} pairs seen"
+        f"- trained {tr['steps']:,} steps, {tr['minutes']:.1f} min, {tr.get('pairs_seen', 0):,} pairs "
+        f"seen; the bundled checkpoint: step {_count(meta.get('step'))}"
         if tr.get("steps")
-        else f"- trained {meta.get('step') or '–'} steps (its training log was not given here)"
+        else f"- the bundled checkpoint: step {_count(meta.get('step'))} (no training log given)"
     )
     return [
         "## Proposer",
@@ -259,10 +264,10 @@ def render(
         "## Training",
         "",
         f"- preset: `{meta.get('preset', '–')}`; hardware: {hardware}",
-        f"- steps: {meta.get('step', tr.get('steps', '–'))}; wall time: "
-        f"{tr.get('minutes', float('nan')):.1f} min; pairs seen: {tr.get('pairs_seen', 0):,}"
-        if tr
-        else f"- steps: {meta.get('step', '–')}",
+        f"- steps: {tr['steps']:,}; wall time: {tr['minutes']:.1f} min; pairs seen: "
+        f"{tr.get('pairs_seen', 0):,}; the bundled checkpoint: step {_count(meta.get('step'))}"
+        if tr.get("steps")
+        else f"- the bundled checkpoint: step {_count(meta.get('step'))}",
         f"- best validation NLL per character: {meta.get('best_valid', '–')}",
         "",
         *proposer_section(bundle, proposer_dir or (train_dir / "proposer" if train_dir else None)),

@@ -49,7 +49,7 @@ def test_card_from_a_bundle(tmp_path):
     assert "AGPL-3.0" in card and "a CPU" in card
     assert "| BLEU-4 | 3.1 |" in card
     assert "| BLEU-2, full test set | 11 | ≥ 10 | reached |" in card
-    assert "steps: 7; wall time: 1.5 min; pairs seen: 700" in card
+    assert "steps: 7; wall time: 1.5 min; pairs seen: 700; the bundled checkpoint: step 7" in card
     assert "123 training pairs" in card
     options = DecodeOptions()  # the proposer's part names the weight and shortlist the search uses
     assert f"weight {options.ensemble_weight});" in card
