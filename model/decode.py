@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import math
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -111,6 +112,10 @@ class Candidate:
     text: str
     score: float  # model log-probability per token (L characters, the end if scored), over the shortlist
     report: dict[str, bool | float | None]  # model.rules.check(...).as_dict()
+    # The search's score per token, by which candidates come best first: ``score`` plus, with a
+    # proposer, its log-probability times ``ensemble_weight`` (normal search) or
+    # ``proposer_weight`` (fast mode), plus the rhythm and 三平尾 preferences' penalties.
+    rank: float = math.nan
 
 
 @dataclass(frozen=True)
@@ -676,16 +681,18 @@ class Decoder:
     def _result(
         self, plan: Plan, tokens: Tensor, search: Tensor, score: Tensor, options: DecodeOptions
     ) -> DecodeResult:
-        """tokens (K, L), search (K,), score (K,) -> the distinct live candidates, best first."""
+        """tokens (K, L), search (K,), score (K,) per token -> the distinct live candidates,
+        best first."""
         seen: set[str] = set()
         candidates = []
+        per_token = plan.length + int(options.score_end)
         for ids, s, sc in zip(tokens.tolist(), search.tolist(), score.tolist(), strict=True):
             text = self._text(plan, ids)
             if s == float("-inf") or text in seen:
                 continue
             seen.add(text)
             report = rule_report(plan, text).as_dict()
-            candidates.append(Candidate(text, sc, report))
+            candidates.append(Candidate(text, sc, report, s / per_token))
             if len(candidates) == options.n_best:
                 break
         if not candidates:

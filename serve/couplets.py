@@ -167,6 +167,7 @@ class LoadedModel:
             candidates=[
                 Candidate(
                     text=c.text,
+                    rank_score=float(c.rank),
                     score=float(c.score),
                     tones=tone_marks(c.text, q.tone_mode),
                     report=report_out(c.report),

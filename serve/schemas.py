@@ -53,10 +53,14 @@ class RuleReportOut(RuleReport):
 
 class Candidate(BaseModel):
     text: str
+    rank_score: float = Field(
+        description="the search's score per character, by which the candidates come best first: the "
+        "model's log-probability (`score`) plus the weighted opinion of the tagger, when the model has "
+        "one, and the rhythm and 三平尾 preferences' penalties"
+    )
     score: float = Field(
-        description="the model's log-probability per character (normalised over the characters the "
-        "tagger shortlisted); candidates come in the search's order, which also weighs the tagger's "
-        "second opinion and the rhythm and 三平尾 preferences"
+        description="the model's own log-probability per character (normalised over the characters the "
+        "tagger shortlisted); not the order of the candidates, which is `rank_score`'s"
     )
     tones: list[str] = Field(description="平, 仄, 中 (either) or empty, one per character")
     report: RuleReportOut

@@ -126,7 +126,10 @@ async function vote(item, candidate, value) {
 function candidateView(candidate) {
   const item = el("li", "candidate");
   item.append(lineView(candidate.text, candidate.tones, lockAt));
-  item.append(el("span", "score", `得分 ${candidate.score.toFixed(2)}`));
+  const score = el("span", "score", `得分 ${candidate.rank_score.toFixed(2)}`);
+  // The order's score (model, tagger and tone preferences together); the model's own in the tooltip.
+  score.title = `排序得分（每字）；模型自身的对数概率 ${candidate.score.toFixed(2)}`;
+  item.append(score);
   item.append(reportView(candidate.report));
   const votes = el("div", "votes");
   const up = el("button", "vote up", "好");

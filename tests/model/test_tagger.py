@@ -106,6 +106,7 @@ def test_proposer_candidates_keep_the_rules_and_carry_the_models_scores(dvocab: 
         assert len(set(texts)) == len(texts)
         scores = [c.score for c in result.candidates]
         assert scores == sorted(scores, reverse=True)  # ranked by the encoder-decoder
+        assert [c.rank for c in result.candidates] == pytest.approx(scores, abs=1e-4)  # proposer weight 0
         for c in result.candidates:
             assert check(upper, c.text).hard_ok, (upper, c.text)
             ids = dvocab.encode(c.text)
@@ -146,16 +147,25 @@ WORD = "金木水火土日月星辰云"
 
 
 def test_ensemble_steers_the_search_but_scores_stay_the_models(dvocab: Vocab) -> None:
+    """``score`` is the encoder-decoder's alone; ``rank``, which orders the candidates, adds
+    the tagger's log-probability times the weight."""
     s2s, tagger = random_models(dvocab)
     upper = "春风得意"
-    result = Decoder(s2s, dvocab, proposer=sure_tagger(tagger, dvocab, WORD)).generate(
-        upper, DecodeOptions(n_best=4, ensemble_weight=2.0, shortlist=0)
-    )
+    tagger = sure_tagger(tagger, dvocab, WORD)
+    options = DecodeOptions(n_best=4, ensemble_weight=2.0, shortlist=0, rhythm_weight=0, three_level_weight=0)
+    result = Decoder(s2s, dvocab, proposer=tagger).generate(upper, options)
     src = torch.tensor([dvocab.encode(upper)])
+    with torch.inference_mode():
+        lattice = F.log_softmax(tagger.encode(src)[0].float(), dim=-1)  # (L, V)
     for c in result.candidates:
         assert set(c.text) <= set(WORD) and check(upper, c.text).hard_ok
-        exact = float(rescore(s2s, src, torch.tensor([[dvocab.encode(c.text)]]))[0, 0]) / len(upper)
+        ids = dvocab.encode(c.text)
+        exact = float(rescore(s2s, src, torch.tensor([[ids]]))[0, 0]) / len(upper)
         assert c.score == pytest.approx(exact, abs=1e-4)
+        opinion = sum(float(lattice[i, t]) for i, t in enumerate(ids)) / len(upper)
+        assert c.rank == pytest.approx(c.score + 2.0 * opinion, abs=1e-3)
+    ranks = [c.rank for c in result.candidates]
+    assert len(ranks) == 4 and ranks == sorted(ranks, reverse=True)
 
 
 def test_shortlist_scores_only_the_taggers_top_tokens(dvocab: Vocab) -> None:

@@ -218,6 +218,9 @@ def test_fast_mode_takes_the_bundles_proposer(tmp_path: Path, vocab, known_pairs
     assert all(check(upper, cand["text"]).hard_ok and cand["report"]["hard_ok"] for cand in fast)
     assert [cand["score"] for cand in fast] == sorted((cand["score"] for cand in fast), reverse=True)
     assert normal and all(cand["report"]["hard_ok"] for cand in normal)
+    ranks = [cand["rank_score"] for cand in normal]  # the tagger's opinion counts in the order
+    assert ranks == sorted(ranks, reverse=True)
+    assert all(cand["rank_score"] < cand["score"] for cand in normal)
 
 
 def test_fast_mode_without_a_proposer_is_the_normal_search(client: TestClient) -> None:

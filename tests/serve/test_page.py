@@ -57,6 +57,8 @@ def test_type_submit_vote_and_find_it_stored(live: LiveServer, settings: Setting
             assert candidates.count() >= 1
             first_line = candidates.first.locator(".line .char").all_text_contents()
             assert len(first_line) == len(upper) and first_line[0] == "红" and first_line[4] == "，"
+            shown = [float(t.split()[-1]) for t in candidates.locator(".score").all_text_contents()]
+            assert shown == sorted(shown, reverse=True)  # 得分 is the score the list is ordered by
             marks = page.locator("#upper-shown .mark").all_text_contents()
             assert [m.strip() for m in marks][:4] == ["仄", "仄", "平", "平"]  # 绿水青山
             expect(page.locator("#badge")).to_contain_text(lower)
