@@ -29,6 +29,7 @@ class Goal:
     target: float
     higher_is_better: bool
     unit: str = ""
+    ci95: float | None = None  # half-width of the value's 95% confidence interval, when known
 
     def verdict(self) -> str:
         if self.value is None or (isinstance(self.value, float) and math.isnan(self.value)):
@@ -36,11 +37,17 @@ class Goal:
         ok = self.value >= self.target if self.higher_is_better else self.value <= self.target
         if ok:
             return "reached"
-        return f"not reached (gap {abs(self.value - self.target):.4g}{self.unit})"
+        gap = abs(self.value - self.target)
+        within = (
+            f"; within the 95% interval ± {self.ci95:g}" if self.ci95 is not None and gap <= self.ci95 else ""
+        )
+        return f"not reached (gap {gap:.4g}{self.unit}{within})"
 
     def row(self) -> str:
         sign = "≥" if self.higher_is_better else "≤"
         shown = "–" if self.value is None else f"{self.value:.4g}{self.unit}"
+        if self.value is not None and self.ci95 is not None:
+            shown += f" ± {self.ci95:g}"
         return f"| {self.name} | {shown} | {sign} {self.target:g}{self.unit} | {self.verdict()} |"
 
 
@@ -106,8 +113,8 @@ def goals(ev: dict[str, Any], size_mb: float, bench: dict[str, Any]) -> list[Goa
     latency = bench.get("decode", {})
     return [
         Goal("test perplexity (full test set)", full.get("perplexity"), 60, False),
-        Goal("BLEU-4, full test set", full.get("bleu4"), 3, True),
-        Goal("BLEU-2, full test set", full.get("bleu2"), 10, True),
+        Goal("BLEU-4, full test set", full.get("bleu4"), 3, True, ci95=full.get("bleu4_ci95")),
+        Goal("BLEU-2, full test set", full.get("bleu2"), 10, True, ci95=full.get("bleu2_ci95")),
         Goal("hard-rule compliance of outputs", rules.get("hard_ok"), 100, True, "%"),
         Goal("lower line ends 平 after 仄", rules.get("tone_end"), 99, True, "%"),
         Goal("bundle size on disk", size_mb, 40, False, " MB"),
@@ -117,6 +124,8 @@ def goals(ev: dict[str, Any], size_mb: float, bench: dict[str, Any]) -> list[Goa
 
 
 def eval_table(ev: dict[str, Any]) -> list[str]:
+    from model.evaluate import with_ci  # BLEU as "9.79 ± 0.45" where its interval is known
+
     splits = [s for s in ("full", "leakfree") if s in ev]
     if not splits:
         return ["No evaluation figures are in this bundle (trained with `--no-eval`)."]
@@ -131,10 +140,17 @@ def eval_table(ev: dict[str, Any]) -> list[str]:
         ("distinct2", "distinct-2"),
         ("verbatim_train_lower", "outputs that are a training lower line verbatim, %"),
     ):
-        lines.append(f"| {label} | " + " | ".join(str(ev[s].get(key, "–")) for s in splits) + " |")
+        lines.append(f"| {label} | " + " | ".join(with_ci(ev[s], key) for s in splits) + " |")
     for rule in ev[splits[0]].get("rules_model", {}):
         cells = [f"{ev[s]['rules_model'][rule]} (human {ev[s]['rules_human'][rule]})" for s in splits]
         lines.append(f"| rule `{rule}`, % of top candidates | " + " | ".join(cells) + " |")
+    if any(f"bleu{n}_ci95" in ev[s] for s in splits for n in (1, 2, 4)):
+        lines += [
+            "",
+            "± is half the width of BLEU's 95% confidence interval: sacrebleu's bootstrap, 1,000 "
+            "resamples of the test lines (`python -m model.evaluate --bootstrap N`): how far another "
+            "sample of test lines could move the figure.",
+        ]
     return lines
 
 

@@ -35,11 +35,33 @@ if TYPE_CHECKING:
 Decode = Callable[[list[str]], list[str]]
 
 
-def bleu_scores(hyps: list[str], refs: list[str]) -> dict[str, float]:
-    return {
-        f"bleu{n}": round(BLEU(tokenize="zh", max_ngram_order=n).corpus_score(hyps, [refs]).score, 2)
-        for n in (1, 2, 4)
-    }
+BLEU_ORDERS = (1, 2, 4)
+# Resamples of the test lines for BLEU's 95% confidence interval (sacrebleu's own default
+# for its bootstrap); a few seconds on the 4,000-pair test set.
+BOOTSTRAP = 1000
+
+
+def bleu_scores(hyps: list[str], refs: list[str], n_bootstrap: int = 0) -> dict[str, float]:
+    """Corpus BLEU-1/2/4 (sacrebleu, ``tokenize="zh"``). With ``n_bootstrap`` > 1 also
+    ``bleuN_ci95``: the half-width of the 95% confidence interval from sacrebleu's bootstrap
+    resampling of the lines (its seed fixed, SACREBLEU_SEED, so the figure is reproducible).
+    A difference between two decodes smaller than this is within what another sample of
+    test lines could give."""
+    out: dict[str, float] = {}
+    for n in BLEU_ORDERS:
+        score = BLEU(tokenize="zh", max_ngram_order=n).corpus_score(
+            hyps, [refs], n_bootstrap=max(n_bootstrap, 1)
+        )
+        out[f"bleu{n}"] = round(score.score, 2)
+        if n_bootstrap > 1:  # estimate_ci's result: sacrebleu prints it as "score (μ ± ci)"
+            out[f"bleu{n}_ci95"] = round(float(score._ci), 2)
+    return out
+
+
+def with_ci(split: dict[str, Any], key: str) -> str:
+    """A figure of one split as text, with its confidence interval when there is one."""
+    ci = split.get(f"{key}_ci95")
+    return f"{split.get(key, '–')}" + (f" ± {ci}" if ci is not None else "")
 
 
 def rule_rates(uppers: list[str], lowers: list[str], tone_mode: str) -> dict[str, float]:
@@ -76,11 +98,12 @@ def score_split(
     hyps: list[str],
     train_lowers: set[str],
     tone_mode: str,
+    n_bootstrap: int = BOOTSTRAP,
 ) -> dict[str, Any]:
     uppers, refs = [u for u, _ in pairs], [lo for _, lo in pairs]
     return {
         "pairs": len(pairs),
-        **bleu_scores(hyps, refs),
+        **bleu_scores(hyps, refs, n_bootstrap),
         "perplexity": perplexity(model, vocab, pairs),
         "distinct1": distinct(hyps, 1),
         "distinct2": distinct(hyps, 2),
@@ -147,9 +170,13 @@ def evaluate_files(
     proposer: Any = None,
     int8: bool = SERVE_INT8,
     runtime: Runtime = SERVE_RUNTIME,
+    n_bootstrap: int = BOOTSTRAP,
+    hyps_out: list[str] | None = None,
 ) -> dict[str, Any]:
     """Decode the test set once; score it whole and its leak-free part (perplexity is the
-    model's; a ``proposer`` is the tagger the decoder uses, see ``DecodeOptions``)."""
+    model's; a ``proposer`` is the tagger the decoder uses, see ``DecodeOptions``;
+    ``n_bootstrap``: resamples for BLEU's confidence intervals, 0 for none; ``hyps_out``, a
+    list, receives the top candidates, for a paired comparison)."""
     from model.train import read_tsv
 
     tone_mode = getattr(options, "tone_mode", "modern")
@@ -159,13 +186,15 @@ def evaluate_files(
     test = read_tsv(test_path)[: limit or None]
     decode = make_decoder(model.eval(), vocab, options, use_greedy, proposer, int8, runtime)
     hyps = decode([u for u, _ in test])
+    if hyps_out is not None:
+        hyps_out.extend(hyps)
     lowers = set(train_lowers)
     flags = read_flags(folder / "test_leak.txt", len(test))
-    result: dict[str, Any] = {"full": score_split(model, vocab, test, hyps, lowers, tone_mode)}
+    result: dict[str, Any] = {"full": score_split(model, vocab, test, hyps, lowers, tone_mode, n_bootstrap)}
     if flags is not None:
         keep = [i for i in range(len(test)) if not flags[i]]
         result["leakfree"] = score_split(
-            model, vocab, [test[i] for i in keep], [hyps[i] for i in keep], lowers, tone_mode
+            model, vocab, [test[i] for i in keep], [hyps[i] for i in keep], lowers, tone_mode, n_bootstrap
         )
     result["options"] = (
         asdict(options) if options is not None and hasattr(options, "__dataclass_fields__") else {}
@@ -200,6 +229,9 @@ def summary(result: dict[str, Any]) -> dict[str, float]:
             "verbatim_train_lower",
         ):
             flat[f"{split}_{key}"] = r[key]
+        for n in BLEU_ORDERS:
+            if f"bleu{n}_ci95" in r:
+                flat[f"{split}_bleu{n}_ci95"] = r[f"bleu{n}_ci95"]
         for key in ("hard_ok", "tone_end"):
             flat[f"{split}_{key}_model"] = r["rules_model"][key]
             flat[f"{split}_{key}_human"] = r["rules_human"][key]
@@ -214,7 +246,7 @@ def markdown(result: dict[str, Any]) -> str:
     head = "| figure | " + " | ".join(f"{s} ({result[s]['pairs']} pairs)" for s in splits) + " |"
     lines = [head, "|---|" + "---|" * len(splits)]
     for key in ("bleu1", "bleu2", "bleu4", "perplexity", "distinct1", "distinct2", "verbatim_train_lower"):
-        lines.append(f"| {key} | " + " | ".join(str(result[s][key]) for s in splits) + " |")
+        lines.append(f"| {key} | " + " | ".join(with_ci(result[s], key) for s in splits) + " |")
     for rule in result[splits[0]]["rules_model"]:
         cells = [f"{result[s]['rules_model'][rule]} (human {result[s]['rules_human'][rule]})" for s in splits]
         lines.append(f"| rule {rule} % | " + " | ".join(cells) + " |")
@@ -280,6 +312,60 @@ COMPARISONS: dict[str, list[tuple[str, dict[str, Any]]]] = {
 }
 
 
+def paired_bleu(refs: list[str], asked: list[str], other: list[str], n_bootstrap: int) -> dict[str, float]:
+    """``other``'s BLEU against ``asked``'s on the same lines, by a paired bootstrap (Koehn,
+    EMNLP 2004): both decodes resampled together, line for line, ``n_bootstrap`` times. For
+    each order: ``bleuN_diff`` (other - asked on the lines as they are), ``bleuN_diff_ci95``
+    (half the width of the difference's 95% interval over the resamples) and ``bleuN_wins``
+    (the share of resamples where ``other`` scores higher). Much finer than comparing the two
+    decodes' own intervals, since what the lines share cancels out. The seed is fixed."""
+    import numpy as np
+
+    rng = np.random.default_rng(12345)
+    samples = rng.integers(0, len(refs), size=(max(n_bootstrap, 1), len(refs)))
+    out: dict[str, float] = {}
+    for n in BLEU_ORDERS:
+        metric = BLEU(tokenize="zh", max_ngram_order=n)
+        # sacrebleu's per-line sufficient statistics (matches and totals per order, lengths):
+        # a resample's BLEU is computed from their sums, as its own bootstrap does.
+        a, b = (
+            np.array(metric._extract_corpus_statistics(h, [refs]), dtype=np.int64) for h in (asked, other)
+        )
+        bleu = metric._compute_score_from_stats
+        diffs = np.array([bleu(list(b[i].sum(0))).score - bleu(list(a[i].sum(0))).score for i in samples])
+        lo, hi = np.percentile(diffs, [2.5, 97.5])
+        out[f"bleu{n}_diff"] = round(bleu(list(b.sum(0))).score - bleu(list(a.sum(0))).score, 2)
+        out[f"bleu{n}_diff_ci95"] = round(float(hi - lo) / 2, 2)
+        out[f"bleu{n}_wins"] = round(float((diffs > 0).mean()), 3)
+    return out
+
+
+def compare_with(options: Any, spec: str) -> tuple[str, dict[str, Any]]:
+    """``--compare-with`` KEY=VALUE -> (label, the changed options), the value read as the
+    DecodeOptions field's own type."""
+    key, sep, text = spec.partition("=")
+    fields = {f.name: f for f in options.__dataclass_fields__.values()} if options is not None else {}
+    if not sep or key not in fields:
+        known = ", ".join(sorted(fields))
+        raise ValueError(f"--compare-with takes KEY=VALUE with KEY one of {known}; got {spec!r}")
+    current = getattr(options, key)
+    try:
+        if isinstance(current, bool):
+            if text.lower() not in ("true", "false", "1", "0"):
+                raise ValueError(text)
+            value: Any = text.lower() in ("true", "1")
+        elif isinstance(current, int | float):
+            value = type(current)(text)
+        elif current is None or isinstance(current, str):
+            value = None if text.lower() == "none" else text
+        else:
+            raise ValueError(text)
+    except ValueError:
+        raise ValueError(f"--compare-with {spec!r}: {text!r} is not a value for {key}") from None
+    replace(options, **{key: value})  # DecodeOptions' own checks, before any decoding
+    return spec, {key: value}
+
+
 def comparison_table(result: dict[str, Any]) -> str:
     """The decode asked for beside each compared one (empty without any)."""
     compared: dict[str, dict[str, float]] = result.get("compared", {})
@@ -287,10 +373,12 @@ def comparison_table(result: dict[str, Any]) -> str:
         return ""
     asked = result["summary"]
     head = "| figure | as asked | " + " | ".join(compared) + " |"
+    keys = [k for k in asked if not k.endswith("_human")]
+    keys += [f"full_bleu{n}_{s}" for n in BLEU_ORDERS for s in ("diff", "diff_ci95", "wins")]  # paired
     rows = [
-        f"| {k} | {asked[k]} | " + " | ".join(str(c.get(k, "–")) for c in compared.values()) + " |"
-        for k in asked
-        if not k.endswith("_human")
+        f"| {k} | {asked.get(k, '–')} | " + " | ".join(str(c.get(k, "–")) for c in compared.values()) + " |"
+        for k in keys
+        if k in asked or any(k in c for c in compared.values())
     ]
     return "\n".join(["", head, "|---|---|" + "---|" * len(compared), *rows]) + "\n"
 
@@ -362,6 +450,20 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         default=SERVE_RUNTIME,
         help="what runs the models while decoding (default: as `make serve`)",
     )
+    p.add_argument(
+        "--compare-with",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="also decode with this DecodeOptions field changed (e.g. ensemble_weight=1.0; repeatable); "
+        "reported beside the asked decode with a paired bootstrap of the BLEU difference",
+    )
+    p.add_argument(
+        "--bootstrap",
+        type=int,
+        default=BOOTSTRAP,
+        help=f"resamples for BLEU's 95%% confidence intervals (default {BOOTSTRAP}; 0: none)",
+    )
     return p.parse_args(argv)
 
 
@@ -374,6 +476,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if args.limit is not None and args.limit <= 0:
         print("error: --limit must be positive", file=sys.stderr)
+        return 2
+    if args.bootstrap < 0:
+        print("error: --bootstrap must be 0 (none) or a number of resamples", file=sys.stderr)
         return 2
     try:
         model, vocab, proposer = load_any(model_path)
@@ -388,22 +493,44 @@ def main(argv: list[str] | None = None) -> int:
 
         lowers = [lo for _, lo in read_tsv(train_path)] if train_path.exists() else []
         options = decode_options(args)
+        variants = [v for flag, vs in COMPARISONS.items() if getattr(args, flag) for v in vs]
+        variants += [compare_with(options, spec) for spec in args.compare_with]  # checked before decoding
+        if variants and args.greedy:
+            raise ValueError("--compare-* compare searches of model.decode; --greedy has no options")
+        asked: list[str] = []
         result = evaluate_files(
-            model, vocab, folder, args.limit, lowers, options, args.greedy, proposer, args.int8, args.runtime
+            model,
+            vocab,
+            folder,
+            args.limit,
+            lowers,
+            options,
+            args.greedy,
+            proposer,
+            args.int8,
+            args.runtime,
+            args.bootstrap,
+            asked,
         )
-        for flag, variants in COMPARISONS.items():
-            for label, change in variants if getattr(args, flag) and not args.greedy else []:
-                result.setdefault("compared", {})[label] = evaluate_files(
-                    model,
-                    vocab,
-                    folder,
-                    args.limit,
-                    lowers,
-                    replace(options, **change),
-                    proposer=proposer,
-                    int8=args.int8,
-                    runtime=args.runtime,
-                )["summary"]
+        refs = [lo for _, lo in read_tsv(folder / "test.tsv")][: args.limit or None]
+        for label, change in variants:
+            hyps: list[str] = []
+            summary_of = evaluate_files(
+                model,
+                vocab,
+                folder,
+                args.limit,
+                lowers,
+                replace(options, **change),
+                proposer=proposer,
+                int8=args.int8,
+                runtime=args.runtime,
+                n_bootstrap=args.bootstrap,
+                hyps_out=hyps,
+            )["summary"]
+            paired = paired_bleu(refs, asked, hyps, args.bootstrap) if args.bootstrap > 1 else {}
+            summary_of.update({f"full_{k}": v for k, v in paired.items()})
+            result.setdefault("compared", {})[label] = summary_of
     except (FileNotFoundError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

@@ -10,6 +10,10 @@ def test_goal_verdicts():
     assert Goal("ppl", 80.0, 60, False).verdict() == "not reached (gap 20)"
     assert Goal("bleu", 2.5, 3, True).verdict() == "not reached (gap 0.5)"
     assert Goal("bleu", None, 3, True).verdict() == "not measured"
+    near = Goal("bleu", 9.8, 10, True, ci95=0.45)  # short of the target by less than the interval
+    assert near.verdict() == "not reached (gap 0.2; within the 95% interval ± 0.45)"
+    assert "| 9.8 ± 0.45 | ≥ 10 |" in near.row()
+    assert Goal("bleu", 9.0, 10, True, ci95=0.45).verdict() == "not reached (gap 1)"
 
 
 def test_goals_read_eval_figures():
@@ -34,7 +38,16 @@ def test_card_from_a_bundle(tmp_path):
 
     vocab = Vocab.train(["春风得意马蹄疾", "秋雨无声雁影孤"] * 3, tmp_path / "spm")
     model = CoupletTransformer(ModelConfig(vocab_size=len(vocab), d_model=32, n_heads=2, d_ff=64))
-    ev = {"full": {"pairs": 2, "bleu1": 20.0, "bleu2": 11.0, "bleu4": 3.1, "perplexity": 59.0}}
+    ev = {
+        "full": {
+            "pairs": 2,
+            "bleu1": 20.0,
+            "bleu2": 11.0,
+            "bleu4": 3.1,
+            "bleu4_ci95": 0.4,
+            "perplexity": 59.0,
+        }
+    }
     tagger = CoupletTagger(ModelConfig(vocab_size=len(vocab), d_model=32, n_heads=2, d_ff=64, kind="tagger"))
     bundle = export_bundle(
         tmp_path / "bundle", model, vocab, proposer=tagger, eval_result=ev, step=7, preset="tiny"
@@ -47,7 +60,8 @@ def test_card_from_a_bundle(tmp_path):
     assert main([str(bundle), "--train-dir", str(train), "--report", str(report), "--hardware", "a CPU"]) == 0
     card = (bundle / "MODEL_CARD.md").read_text()
     assert "AGPL-3.0" in card and "a CPU" in card
-    assert "| BLEU-4 | 3.1 |" in card
+    assert "| BLEU-4 | 3.1 ± 0.4 |" in card and "| BLEU-1 | 20.0 |" in card
+    assert "95% confidence interval: sacrebleu's bootstrap" in card
     assert "| BLEU-2, full test set | 11 | ≥ 10 | reached |" in card
     assert "steps: 7; wall time: 1.5 min; pairs seen: 700; the bundled checkpoint: step 7" in card
     assert "123 training pairs" in card

@@ -91,6 +91,11 @@ def test_candidates_are_distinct_ranked_and_scored_by_the_model(decoder, vocab):
             assert c.report == check(upper, c.text).as_dict() and c.report["repeats"]
         scores = [c.score for c in result.candidates]
         assert scores == sorted(scores, reverse=True)  # no preferences: ranked by the model alone
+        assert [c.rank for c in result.candidates] == pytest.approx(scores, abs=1e-4)
+    preferred = decoder.generate(upper, DecodeOptions(n_best=8, rhythm_weight=3.0, three_level_weight=3.0))
+    ranks = [c.rank for c in preferred.candidates]
+    assert ranks == sorted(ranks, reverse=True)  # the order is the rank's, preferences included
+    assert all(c.rank <= c.score + 1e-6 for c in preferred.candidates)  # the preferences only cost
 
 
 def test_unknown_characters_are_reported_and_mirrored(decoder, vocab):
@@ -187,18 +192,50 @@ def test_make_eval_compares_rules_on_and_off_and_each_weight(tmp_path, vocab, pa
     save(tmp_path / "model.pt", decoder.model, vocab)
     out = tmp_path / "eval"
     assert main(["--model", str(tmp_path / "model.pt"), "--data-dir", str(tmp_path), "--out", str(out),
-                 "--compare-rules", "--compare-weights"]) == 0  # fmt: skip
+                 "--compare-rules", "--compare-weights", "--compare-with", "beam_size=1",
+                 "--bootstrap", "100"]) == 0  # fmt: skip
     text = (out / "eval.md").read_text(encoding="utf-8")
-    assert "| figure | as asked | rules off | rhythm weight 0 | 三平尾 weight 0 |" in text
+    assert "| figure | as asked | rules off | rhythm weight 0 | 三平尾 weight 0 | beam_size=1 |" in text
 
     def row(key: str) -> list[float]:
         line = next(line for line in text.splitlines() if line.startswith(f"| {key} |"))
         return [float(cell) for cell in line.split("|")[2:-1]]
 
-    asked, off, no_rhythm, no_tail = row("full_hard_ok_model")
+    asked, off, no_rhythm, no_tail, _ = row("full_hard_ok_model")
     assert asked == no_rhythm == no_tail == 100.0  # with the rules every top line keeps the hard rules
     assert off < 100.0  # the random model's lines break them without
     assert row("full_rhythm_model")[2] <= row("full_rhythm_model")[0]  # the preference buys its rate
+    # each compared decode against the asked one on the same lines: the paired bootstrap
+    paired = next(line for line in text.splitlines() if line.startswith("| full_bleu2_diff |"))
+    cells = [cell.strip() for cell in paired.split("|")[2:-1]]
+    assert cells[0] == "–" and len(cells) == 5
+    bleu2 = row("full_bleu2")
+    assert [float(c) for c in cells[1:]] == pytest.approx([b - bleu2[0] for b in bleu2[1:]], abs=0.011)
+    wins = next(line for line in text.splitlines() if line.startswith("| full_bleu2_wins |"))
+    assert all(0 <= float(c) <= 1 for c in wins.split("|")[3:-1])
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        ("nope=1", "KEY one of"),
+        ("beam_size", "KEY one of"),
+        ("beam_size=abc", "not a value"),
+        ("rules=maybe", "not a value"),
+    ],
+)
+def test_make_eval_rejects_a_bad_comparison_before_decoding(
+    tmp_path, vocab, pairs, decoder, capsys, spec, message
+):
+    from model.checkpoint import save
+    from model.evaluate import main
+
+    (tmp_path / "test.tsv").write_text("".join(f"{u}\t{lo}\n" for u, lo in pairs[:3]), encoding="utf-8")
+    save(tmp_path / "model.pt", decoder.model, vocab)
+    args = ["--model", str(tmp_path / "model.pt"), "--data-dir", str(tmp_path), "--out", str(tmp_path / "e")]
+    assert main([*args, "--compare-with", spec]) == 2
+    assert message in capsys.readouterr().err and not (tmp_path / "e").exists()
+    assert main([*args, "--greedy", "--compare-rules"]) == 2
 
 
 def test_allocate_keeps_the_best_of_every_bank():

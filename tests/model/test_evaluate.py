@@ -15,6 +15,16 @@ def test_bleu_of_references_against_themselves_is_100(pairs) -> None:
     assert bleu_scores(refs[::-1], refs)["bleu4"] < 10
 
 
+def test_bleu_confidence_intervals_come_from_resampling_the_lines(pairs) -> None:
+    refs = [lo for _, lo in pairs]
+    assert bleu_scores(refs, refs, n_bootstrap=200)["bleu2_ci95"] == 0.0  # every resample is perfect
+    half = refs[: len(refs) // 2] + refs[len(refs) // 2 :][::-1]  # half the lines right, half wrong
+    scores = bleu_scores(half, refs, n_bootstrap=200)
+    assert set(scores) == {f"bleu{n}{s}" for n in (1, 2, 4) for s in ("", "_ci95")}
+    assert 0 < scores["bleu2_ci95"] < scores["bleu2"]
+    assert bleu_scores(half, refs, n_bootstrap=200) == scores  # a fixed seed: reproducible
+
+
 def test_distinct_counts_unique_ngrams() -> None:
     assert distinct(["春春春"], 1) == round(1 / 3, 4)
     assert distinct(["春夏", "春夏"], 2) == 0.5
@@ -37,6 +47,8 @@ def test_evaluate_files_with_greedy_decoding(data_folder: Path, vocab: Vocab, pa
     assert result["full"]["rules_model"]["length"] == 100.0  # greedy writes exactly len(upper) characters
     assert result["full"]["perplexity"] > 10  # an untrained model knows nothing
     assert "bleu4" in markdown(result) and "full_bleu4" in result["summary"]
+    assert f"| bleu2 | {result['full']['bleu2']} ± {result['full']['bleu2_ci95']} |" in markdown(result)
+    assert "full_bleu2_ci95" in result["summary"] and "leakfree_bleu4_ci95" in result["summary"]
 
 
 def test_cli_bad_input(tmp_path: Path, capsys) -> None:
