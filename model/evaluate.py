@@ -459,6 +459,15 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "reported beside the asked decode with a paired bootstrap of the BLEU difference",
     )
     p.add_argument(
+        "--compare-model",
+        action="append",
+        default=[],
+        type=Path,
+        metavar="PATH",
+        help="also decode with this model (a bundle, with its proposer, or a checkpoint, beside the "
+        "asked proposer), the same options; paired with the asked decode like --compare-with",
+    )
+    p.add_argument(
         "--bootstrap",
         type=int,
         default=BOOTSTRAP,
@@ -495,7 +504,8 @@ def main(argv: list[str] | None = None) -> int:
         options = decode_options(args)
         variants = [v for flag, vs in COMPARISONS.items() if getattr(args, flag) for v in vs]
         variants += [compare_with(options, spec) for spec in args.compare_with]  # checked before decoding
-        if variants and args.greedy:
+        variants_or_models = variants or args.compare_model
+        if variants_or_models and args.greedy:
             raise ValueError("--compare-* compare searches of model.decode; --greedy has no options")
         asked: list[str] = []
         result = evaluate_files(
@@ -513,16 +523,24 @@ def main(argv: list[str] | None = None) -> int:
             asked,
         )
         refs = [lo for _, lo in read_tsv(folder / "test.tsv")][: args.limit or None]
-        for label, change in variants:
+        others = [(label, model, proposer, replace(options, **change)) for label, change in variants]
+        for path in args.compare_model:  # another model, the same search: a bundle with its proposer
+            other, other_vocab, other_proposer = load_any(path)
+            if other_vocab.to_bytes() != vocab.to_bytes():
+                raise ValueError(f"--compare-model {path}: its vocabulary differs from the model's")
+            if not path.is_dir() or args.no_proposer:  # a checkpoint: beside the asked proposer
+                other_proposer = None if args.no_proposer else proposer
+            others.append((f"model {path}", other, other_proposer, options))
+        for label, other, other_proposer, other_options in others:
             hyps: list[str] = []
             summary_of = evaluate_files(
-                model,
+                other,
                 vocab,
                 folder,
                 args.limit,
                 lowers,
-                replace(options, **change),
-                proposer=proposer,
+                other_options,
+                proposer=other_proposer,
                 int8=args.int8,
                 runtime=args.runtime,
                 n_bootstrap=args.bootstrap,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import json
 
 import pytest
 import torch
@@ -236,6 +237,29 @@ def test_make_eval_rejects_a_bad_comparison_before_decoding(
     assert main([*args, "--compare-with", spec]) == 2
     assert message in capsys.readouterr().err and not (tmp_path / "e").exists()
     assert main([*args, "--greedy", "--compare-rules"]) == 2
+    assert main([*args, "--compare-model", str(tmp_path / "none.pt")]) == 2
+
+
+def test_make_eval_compares_another_model_on_the_same_lines(tmp_path, vocab, pairs, decoder):
+    """A checkpoint beside the asked one: the same weights give a zero paired difference,
+    other weights their own figures."""
+    from model.checkpoint import save
+    from model.evaluate import main
+
+    (tmp_path / "test.tsv").write_text("".join(f"{u}\t{lo}\n" for u, lo in pairs[:12]), encoding="utf-8")
+    save(tmp_path / "model.pt", decoder.model, vocab)
+    save(tmp_path / "same.pt", decoder.model, vocab)
+    torch.manual_seed(5)
+    other = CoupletTransformer(decoder.model.cfg)
+    save(tmp_path / "other.pt", other, vocab)
+    out = tmp_path / "eval"
+    args = ["--model", str(tmp_path / "model.pt"), "--data-dir", str(tmp_path), "--out", str(out)]
+    models = ["--compare-model", str(tmp_path / "same.pt"), "--compare-model", str(tmp_path / "other.pt")]
+    assert main([*args, *models, "--bootstrap", "100"]) == 0
+    compared = json.loads((out / "eval.json").read_text(encoding="utf-8"))["compared"]
+    same, changed = compared[f"model {tmp_path / 'same.pt'}"], compared[f"model {tmp_path / 'other.pt'}"]
+    assert same["full_bleu2_diff"] == 0.0 and same["full_bleu2_wins"] == 0.0
+    assert changed["full_perplexity"] != same["full_perplexity"]  # its own model was decoded and scored
 
 
 def test_allocate_keeps_the_best_of_every_bank():
