@@ -24,10 +24,11 @@ from sacrebleu.metrics import BLEU
 from data.paths import data_dir, default_model_dir, work_dir
 from data.vocab import Vocab
 from model.bundle import SERVE_INT8, SERVE_RUNTIME
-from model.decode import RUNTIMES, DecodeOptions, Decoder, Runtime
+from model.decode import MAX_CANDIDATES, RUNTIMES, DecodeOptions, Decoder, Runtime
 from model.greedy import greedy
 from model.rules import HARD_RULES, check
 from model.scoring import mean_nll
+from model.tones import MODES as TONE_MODES
 
 if TYPE_CHECKING:
     from model.checkpoint import CoupletModel
@@ -342,27 +343,41 @@ def paired_bleu(refs: list[str], asked: list[str], other: list[str], n_bootstrap
 
 def compare_with(options: Any, spec: str) -> tuple[str, dict[str, Any]]:
     """``--compare-with`` KEY=VALUE -> (label, the changed options), the value read as the
-    DecodeOptions field's own type."""
+    DecodeOptions field's declared type (``none`` for a field that may be None)."""
     key, sep, text = spec.partition("=")
-    fields = {f.name: f for f in options.__dataclass_fields__.values()} if options is not None else {}
+    fields = (
+        {f.name: str(f.type) for f in options.__dataclass_fields__.values()} if options is not None else {}
+    )
     if not sep or key not in fields:
         known = ", ".join(sorted(fields))
         raise ValueError(f"--compare-with takes KEY=VALUE with KEY one of {known}; got {spec!r}")
-    current = getattr(options, key)
+    kinds = {k.strip() for k in fields[key].split("|")}  # e.g. {"int", "None"}
+    value: Any
     try:
-        if isinstance(current, bool):
+        if "None" in kinds and text.lower() == "none":
+            value = None
+        elif "bool" in kinds:
             if text.lower() not in ("true", "false", "1", "0"):
                 raise ValueError(text)
-            value: Any = text.lower() in ("true", "1")
-        elif isinstance(current, int | float):
-            value = type(current)(text)
-        elif current is None or isinstance(current, str):
-            value = None if text.lower() == "none" else text
+            value = text.lower() in ("true", "1")
+        elif "int" in kinds:
+            value = int(text)
+        elif "float" in kinds:
+            value = float(text)
+        elif "str" in kinds:
+            value = text
         else:
             raise ValueError(text)
     except ValueError:
         raise ValueError(f"--compare-with {spec!r}: {text!r} is not a value for {key}") from None
-    replace(options, **{key: value})  # DecodeOptions' own checks, before any decoding
+    # What the search would refuse on every line, refused here before any decoding.
+    lowest = {"n_best": 1, "beam_size": 1, "proposals": 1, "shortlist": 0, "diversity": 0.0}
+    if isinstance(value, int | float) and not isinstance(value, bool) and value < lowest.get(key, value):
+        raise ValueError(f"--compare-with {spec!r}: {key} must be at least {lowest[key]}")
+    if key == "n_best" and value > MAX_CANDIDATES:
+        raise ValueError(f"--compare-with {spec!r}: n_best must be at most {MAX_CANDIDATES}")
+    if key == "tone_mode" and value not in TONE_MODES:
+        raise ValueError(f"--compare-with {spec!r}: tone_mode is one of {', '.join(TONE_MODES)}")
     return spec, {key: value}
 
 

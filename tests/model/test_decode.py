@@ -223,6 +223,10 @@ def test_make_eval_compares_rules_on_and_off_and_each_weight(tmp_path, vocab, pa
         ("beam_size", "KEY one of"),
         ("beam_size=abc", "not a value"),
         ("rules=maybe", "not a value"),
+        ("n_best=0", "at least 1"),
+        ("n_best=99", "at most"),
+        ("tone_mode=ancient", "tone_mode is one of"),
+        ("beam_size=none", None),  # a value the field takes: decoded
     ],
 )
 def test_make_eval_rejects_a_bad_comparison_before_decoding(
@@ -234,6 +238,9 @@ def test_make_eval_rejects_a_bad_comparison_before_decoding(
     (tmp_path / "test.tsv").write_text("".join(f"{u}\t{lo}\n" for u, lo in pairs[:3]), encoding="utf-8")
     save(tmp_path / "model.pt", decoder.model, vocab)
     args = ["--model", str(tmp_path / "model.pt"), "--data-dir", str(tmp_path), "--out", str(tmp_path / "e")]
+    if message is None:
+        assert main([*args, "--compare-with", spec, "--bootstrap", "0"]) == 0
+        return
     assert main([*args, "--compare-with", spec]) == 2
     assert message in capsys.readouterr().err and not (tmp_path / "e").exists()
     assert main([*args, "--greedy", "--compare-rules"]) == 2
