@@ -45,9 +45,9 @@ BOOTSTRAP = 1000
 def bleu_scores(hyps: list[str], refs: list[str], n_bootstrap: int = 0) -> dict[str, float]:
     """Corpus BLEU-1/2/4 (sacrebleu, ``tokenize="zh"``). With ``n_bootstrap`` > 1 also
     ``bleuN_ci95``: the half-width of the 95% confidence interval from sacrebleu's bootstrap
-    resampling of the lines (its seed fixed, SACREBLEU_SEED, so the figure is reproducible).
-    A difference between two decodes smaller than this is within what another sample of
-    test lines could give."""
+    resampling of the lines (its seed fixed, SACREBLEU_SEED, so the figure is reproducible):
+    how far another sample of test lines could move the figure. Two decodes of the same
+    lines are compared far more finely by ``paired_bleu``."""
     out: dict[str, float] = {}
     for n in BLEU_ORDERS:
         score = BLEU(tokenize="zh", max_ngram_order=n).corpus_score(
