@@ -124,7 +124,7 @@ def goals(ev: dict[str, Any], size_mb: float, bench: dict[str, Any]) -> list[Goa
 
 
 def eval_table(ev: dict[str, Any]) -> list[str]:
-    from model.evaluate import with_ci  # BLEU as "9.79 ± 0.45" where its interval is known
+    from model.evaluate import BLEU_ORDERS, with_ci  # BLEU as "9.79 ± 0.45" where its interval is known
 
     splits = [s for s in ("full", "leakfree") if s in ev]
     if not splits:
@@ -144,7 +144,7 @@ def eval_table(ev: dict[str, Any]) -> list[str]:
     for rule in ev[splits[0]].get("rules_model", {}):
         cells = [f"{ev[s]['rules_model'][rule]} (human {ev[s]['rules_human'][rule]})" for s in splits]
         lines.append(f"| rule `{rule}`, % of top candidates | " + " | ".join(cells) + " |")
-    if any(f"bleu{n}_ci95" in ev[s] for s in splits for n in (1, 2, 4)):
+    if any(f"bleu{n}_ci95" in ev[s] for s in splits for n in BLEU_ORDERS):
         lines += [
             "",
             "± is half the width of BLEU's 95% confidence interval: sacrebleu's bootstrap, 1,000 "

@@ -589,9 +589,10 @@ class Decoder:
             tokens, search, logp = self._search(src, table, stepwise, options)
         else:
             tokens, search, logp = self._with_tagger(plans, table, src, stepwise, options)
-        per_token = logp / (length + int(options.score_end))
+        per_token = length + int(options.score_end)
         return [
-            self._result(plan, tokens[n], search[n], per_token[n], options) for n, plan in enumerate(plans)
+            self._result(plan, tokens[n], search[n] / per_token, logp[n] / per_token, options)
+            for n, plan in enumerate(plans)
         ]
 
     @torch.inference_mode()
@@ -681,18 +682,17 @@ class Decoder:
     def _result(
         self, plan: Plan, tokens: Tensor, search: Tensor, score: Tensor, options: DecodeOptions
     ) -> DecodeResult:
-        """tokens (K, L), search (K,), score (K,) per token -> the distinct live candidates,
-        best first."""
+        """tokens (K, L), search (K,), score (K,), both per token -> the distinct live
+        candidates, best first."""
         seen: set[str] = set()
         candidates = []
-        per_token = plan.length + int(options.score_end)
         for ids, s, sc in zip(tokens.tolist(), search.tolist(), score.tolist(), strict=True):
             text = self._text(plan, ids)
             if s == float("-inf") or text in seen:
                 continue
             seen.add(text)
             report = rule_report(plan, text).as_dict()
-            candidates.append(Candidate(text, sc, report, s / per_token))
+            candidates.append(Candidate(text, sc, report, s))
             if len(candidates) == options.n_best:
                 break
         if not candidates:

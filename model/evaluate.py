@@ -14,7 +14,7 @@ import json
 import math
 import sys
 from collections.abc import Callable, Iterable
-from dataclasses import asdict, replace
+from dataclasses import asdict, fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -345,13 +345,11 @@ def compare_with(options: Any, spec: str) -> tuple[str, dict[str, Any]]:
     """``--compare-with`` KEY=VALUE -> (label, the changed options), the value read as the
     DecodeOptions field's declared type (``none`` for a field that may be None)."""
     key, sep, text = spec.partition("=")
-    fields = (
-        {f.name: str(f.type) for f in options.__dataclass_fields__.values()} if options is not None else {}
-    )
-    if not sep or key not in fields:
-        known = ", ".join(sorted(fields))
+    types = {f.name: str(f.type) for f in fields(options)}
+    if not sep or key not in types:
+        known = ", ".join(sorted(types))
         raise ValueError(f"--compare-with takes KEY=VALUE with KEY one of {known}; got {spec!r}")
-    kinds = {k.strip() for k in fields[key].split("|")}  # e.g. {"int", "None"}
+    kinds = {k.strip() for k in types[key].split("|")}  # e.g. {"int", "None"}
     value: Any
     try:
         if "None" in kinds and text.lower() == "none":
@@ -519,9 +517,16 @@ def main(argv: list[str] | None = None) -> int:
         options = decode_options(args)
         variants = [v for flag, vs in COMPARISONS.items() if getattr(args, flag) for v in vs]
         variants += [compare_with(options, spec) for spec in args.compare_with]  # checked before decoding
-        variants_or_models = variants or args.compare_model
-        if variants_or_models and args.greedy:
+        if (variants or args.compare_model) and args.greedy:
             raise ValueError("--compare-* compare searches of model.decode; --greedy has no options")
+        others = [(label, model, proposer, replace(options, **change)) for label, change in variants]
+        for path in args.compare_model:  # another model, the same search: a bundle with its proposer
+            other, other_vocab, other_proposer = load_any(path)  # loaded (and checked) before decoding
+            if other_vocab.to_bytes() != vocab.to_bytes():
+                raise ValueError(f"--compare-model {path}: its vocabulary differs from the model's")
+            if not path.is_dir() or args.no_proposer:  # a checkpoint: beside the asked proposer
+                other_proposer = None if args.no_proposer else proposer
+            others.append((f"model {path}", other, other_proposer, options))
         asked: list[str] = []
         result = evaluate_files(
             model,
@@ -538,14 +543,6 @@ def main(argv: list[str] | None = None) -> int:
             asked,
         )
         refs = [lo for _, lo in read_tsv(folder / "test.tsv")][: args.limit or None]
-        others = [(label, model, proposer, replace(options, **change)) for label, change in variants]
-        for path in args.compare_model:  # another model, the same search: a bundle with its proposer
-            other, other_vocab, other_proposer = load_any(path)
-            if other_vocab.to_bytes() != vocab.to_bytes():
-                raise ValueError(f"--compare-model {path}: its vocabulary differs from the model's")
-            if not path.is_dir() or args.no_proposer:  # a checkpoint: beside the asked proposer
-                other_proposer = None if args.no_proposer else proposer
-            others.append((f"model {path}", other, other_proposer, options))
         for label, other, other_proposer, other_options in others:
             hyps: list[str] = []
             summary_of = evaluate_files(
