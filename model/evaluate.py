@@ -172,12 +172,12 @@ def evaluate_files(
     int8: bool = SERVE_INT8,
     runtime: Runtime = SERVE_RUNTIME,
     n_bootstrap: int = BOOTSTRAP,
-    hyps_out: list[str] | None = None,
+    lines_out: list[tuple[str, str]] | None = None,
 ) -> dict[str, Any]:
     """Decode the test set once; score it whole and its leak-free part (perplexity is the
     model's; a ``proposer`` is the tagger the decoder uses, see ``DecodeOptions``;
-    ``n_bootstrap``: resamples for BLEU's confidence intervals, 0 for none; ``hyps_out``, a
-    list, receives the top candidates, for a paired comparison)."""
+    ``n_bootstrap``: resamples for BLEU's confidence intervals, 0 for none; ``lines_out``, a
+    list, receives (reference, top candidate) for each line, for a paired comparison)."""
     from model.train import read_tsv
 
     tone_mode = getattr(options, "tone_mode", "modern")
@@ -187,8 +187,8 @@ def evaluate_files(
     test = read_tsv(test_path)[: limit or None]
     decode = make_decoder(model.eval(), vocab, options, use_greedy, proposer, int8, runtime)
     hyps = decode([u for u, _ in test])
-    if hyps_out is not None:
-        hyps_out.extend(hyps)
+    if lines_out is not None:
+        lines_out.extend(zip([lo for _, lo in test], hyps, strict=True))
     lowers = set(train_lowers)
     flags = read_flags(folder / "test_leak.txt", len(test))
     result: dict[str, Any] = {"full": score_split(model, vocab, test, hyps, lowers, tone_mode, n_bootstrap)}
@@ -313,26 +313,36 @@ COMPARISONS: dict[str, list[tuple[str, dict[str, Any]]]] = {
 }
 
 
-def paired_bleu(refs: list[str], asked: list[str], other: list[str], n_bootstrap: int) -> dict[str, float]:
-    """``other``'s BLEU against ``asked``'s on the same lines, by a paired bootstrap (Koehn,
-    EMNLP 2004): both decodes resampled together, line for line, ``n_bootstrap`` times. For
-    each order: ``bleuN_diff`` (other - asked on the lines as they are), ``bleuN_diff_ci95``
-    (half the width of the difference's 95% interval over the resamples) and ``bleuN_wins``
-    (the share of resamples where ``other`` scores higher). Much finer than comparing the two
-    decodes' own intervals, since what the lines share cancels out. The seed is fixed."""
+def line_stats(refs: list[str], hyps: list[str]) -> dict[int, Any]:
+    """For each BLEU order, sacrebleu's sufficient statistics of every line (matches and totals
+    per n-gram order, lengths), an int array (lines, statistics): a resample's BLEU is
+    computed from their sums, as sacrebleu's own bootstrap does."""
     import numpy as np
 
-    rng = np.random.default_rng(12345)
-    samples = rng.integers(0, len(refs), size=(max(n_bootstrap, 1), len(refs)))
+    return {
+        n: np.array(
+            BLEU(tokenize="zh", max_ngram_order=n)._extract_corpus_statistics(hyps, [refs]), dtype=np.int64
+        )
+        for n in BLEU_ORDERS
+    }
+
+
+def paired_bleu(asked: dict[int, Any], other: dict[int, Any], n_bootstrap: int) -> dict[str, float]:
+    """``other``'s BLEU against ``asked``'s on the same lines (both ``line_stats``), by a paired
+    bootstrap (Koehn, EMNLP 2004): both decodes resampled together, line for line,
+    ``n_bootstrap`` times. For each order: ``bleuN_diff`` (other - asked on the lines as they
+    are), ``bleuN_diff_ci95`` (half the width of the difference's 95% interval over the
+    resamples) and ``bleuN_wins`` (the share of resamples where ``other`` scores higher). Much
+    finer than comparing the two decodes' own intervals, since what the lines share cancels
+    out. The seed is fixed."""
+    import numpy as np
+
+    lines = len(asked[BLEU_ORDERS[0]])
+    samples = np.random.default_rng(12345).integers(0, lines, size=(max(n_bootstrap, 1), lines))
     out: dict[str, float] = {}
     for n in BLEU_ORDERS:
-        metric = BLEU(tokenize="zh", max_ngram_order=n)
-        # sacrebleu's per-line sufficient statistics (matches and totals per order, lengths):
-        # a resample's BLEU is computed from their sums, as its own bootstrap does.
-        a, b = (
-            np.array(metric._extract_corpus_statistics(h, [refs]), dtype=np.int64) for h in (asked, other)
-        )
-        bleu = metric._compute_score_from_stats
+        bleu = BLEU(tokenize="zh", max_ngram_order=n)._compute_score_from_stats
+        a, b = asked[n], other[n]
         diffs = np.array([bleu(list(b[i].sum(0))).score - bleu(list(a[i].sum(0))).score for i in samples])
         lo, hi = np.percentile(diffs, [2.5, 97.5])
         out[f"bleu{n}_diff"] = round(bleu(list(b.sum(0))).score - bleu(list(a.sum(0))).score, 2)
@@ -527,7 +537,7 @@ def main(argv: list[str] | None = None) -> int:
             if not path.is_dir() or args.no_proposer:  # a checkpoint: beside the asked proposer
                 other_proposer = None if args.no_proposer else proposer
             others.append((f"model {path}", other, other_proposer, options))
-        asked: list[str] = []
+        asked: list[tuple[str, str]] = []
         result = evaluate_files(
             model,
             vocab,
@@ -542,9 +552,10 @@ def main(argv: list[str] | None = None) -> int:
             args.bootstrap,
             asked,
         )
-        refs = [lo for _, lo in read_tsv(folder / "test.tsv")][: args.limit or None]
+        refs = [ref for ref, _ in asked]
+        asked_stats = line_stats(refs, [hyp for _, hyp in asked]) if others and args.bootstrap > 1 else {}
         for label, other, other_proposer, other_options in others:
-            hyps: list[str] = []
+            lines: list[tuple[str, str]] = []
             summary_of = evaluate_files(
                 other,
                 vocab,
@@ -556,9 +567,10 @@ def main(argv: list[str] | None = None) -> int:
                 int8=args.int8,
                 runtime=args.runtime,
                 n_bootstrap=args.bootstrap,
-                hyps_out=hyps,
+                lines_out=lines,
             )["summary"]
-            paired = paired_bleu(refs, asked, hyps, args.bootstrap) if args.bootstrap > 1 else {}
+            hyps = [hyp for _, hyp in lines]
+            paired = paired_bleu(asked_stats, line_stats(refs, hyps), args.bootstrap) if asked_stats else {}
             summary_of.update({f"full_{k}": v for k, v in paired.items()})
             result.setdefault("compared", {})[label] = summary_of
     except (FileNotFoundError, ValueError) as e:
