@@ -537,38 +537,20 @@ def main(argv: list[str] | None = None) -> int:
             if not path.is_dir() or args.no_proposer:  # a checkpoint: beside the asked proposer
                 other_proposer = None if args.no_proposer else proposer
             others.append((f"model {path}", other, other_proposer, options))
+
+        def run(m: Any, prop: Any, opts: Any, lines: list[tuple[str, str]]) -> dict[str, Any]:
+            return evaluate_files(
+                m, vocab, folder, args.limit, lowers, opts, args.greedy, prop, args.int8, args.runtime,
+                args.bootstrap, lines,
+            )  # fmt: skip
+
         asked: list[tuple[str, str]] = []
-        result = evaluate_files(
-            model,
-            vocab,
-            folder,
-            args.limit,
-            lowers,
-            options,
-            args.greedy,
-            proposer,
-            args.int8,
-            args.runtime,
-            args.bootstrap,
-            asked,
-        )
+        result = run(model, proposer, options, asked)
         refs = [ref for ref, _ in asked]
         asked_stats = line_stats(refs, [hyp for _, hyp in asked]) if others and args.bootstrap > 1 else {}
         for label, other, other_proposer, other_options in others:
             lines: list[tuple[str, str]] = []
-            summary_of = evaluate_files(
-                other,
-                vocab,
-                folder,
-                args.limit,
-                lowers,
-                other_options,
-                proposer=other_proposer,
-                int8=args.int8,
-                runtime=args.runtime,
-                n_bootstrap=args.bootstrap,
-                lines_out=lines,
-            )["summary"]
+            summary_of = run(other, other_proposer, other_options, lines)["summary"]
             hyps = [hyp for _, hyp in lines]
             paired = paired_bleu(asked_stats, line_stats(refs, hyps), args.bootstrap) if asked_stats else {}
             summary_of.update({f"full_{k}": v for k, v in paired.items()})
