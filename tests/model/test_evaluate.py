@@ -5,7 +5,16 @@ from pathlib import Path
 import torch
 
 from data.vocab import Vocab
-from model.evaluate import bleu_scores, distinct, evaluate_files, main, markdown, rule_rates
+from model.evaluate import (
+    bleu_scores,
+    distinct,
+    evaluate_files,
+    line_stats,
+    main,
+    markdown,
+    paired_bleu,
+    rule_rates,
+)
 from model.transformer import CoupletTransformer, ModelConfig
 
 
@@ -23,6 +32,23 @@ def test_bleu_confidence_intervals_come_from_resampling_the_lines(pairs) -> None
     assert set(scores) == {f"bleu{n}{s}" for n in (1, 2, 4) for s in ("", "_ci95")}
     assert 0 < scores["bleu2_ci95"] < scores["bleu2"]
     assert bleu_scores(half, refs, n_bootstrap=200) == scores  # a fixed seed: reproducible
+
+
+def test_paired_bleu_of_two_decodes_of_the_same_lines(pairs) -> None:
+    refs = [lo for _, lo in pairs]
+    half = refs[: len(refs) // 2] + refs[len(refs) // 2 :][::-1]  # half the lines right
+    worse = refs[: len(refs) // 4] + refs[len(refs) // 4 :][::-1]  # a quarter right
+    a, b = line_stats(refs, half), line_stats(refs, worse)
+    assert paired_bleu(a, a, 200) == {
+        f"bleu{n}_{k}": 0.0 for n in (1, 2, 4) for k in ("diff", "diff_ci95", "wins")
+    }
+    down, up = paired_bleu(a, b, 200), paired_bleu(b, a, 200)
+    for n in (1, 2, 4):  # the difference is the two corpus BLEUs' difference, its sign kept
+        expected = bleu_scores(worse, refs)[f"bleu{n}"] - bleu_scores(half, refs)[f"bleu{n}"]
+        assert abs(down[f"bleu{n}_diff"] - expected) <= 0.02
+        assert down[f"bleu{n}_diff"] == -up[f"bleu{n}_diff"] < 0
+        assert down[f"bleu{n}_diff_ci95"] > 0 and down[f"bleu{n}_wins"] < 0.05 < 0.95 < up[f"bleu{n}_wins"]
+    assert paired_bleu(a, b, 200) == down  # a fixed seed: reproducible
 
 
 def test_distinct_counts_unique_ngrams() -> None:
