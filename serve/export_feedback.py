@@ -1,8 +1,9 @@
 """`python -m serve.export_feedback`: accepted feedback as training pairs for the data stage.
 
-Accepted: candidates whose votes sum above zero, and people's own lower lines that pass
-every hard rule (model.rules.check). Written to work/feedback/accepted.tsv
-(upper<TAB>lower, no header), the data stage's "feedback" source.
+Accepted: candidates whose votes sum above zero, and people's own lower lines, in both
+cases only pairs that keep every hard rule (model.rules.check): a vote sent by hand for a
+pair the service could never have proposed does not reach the training data. Written to
+work/feedback/accepted.tsv (upper<TAB>lower, no header), the data stage's "feedback" source.
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ def accepted_pairs(session: Session) -> list[tuple[str, str]]:
     own = session.execute(
         select(Feedback.upper, Feedback.lower).where(Feedback.kind == "own").order_by(Feedback.id)
     )
-    pairs = [(u, w) for u, w in voted] + [(u, w) for u, w in own if check(u, w).hard_ok]
+    pairs = [(u, w) for u, w in [*voted, *own] if check(u, w).hard_ok]
     return list(dict.fromkeys(pairs))
 
 

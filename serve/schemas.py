@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, computed_field
+from pydantic import BaseModel, ConfigDict, Field, computed_field, field_validator
 from pydantic.dataclasses import dataclass as pydantic_dataclass
 
 from model.rules import RuleReport
@@ -12,9 +12,16 @@ from model.rules import RuleReport
 ToneMode = Literal["modern", "lenient", "classical"]
 
 
-class GenerateRequest(BaseModel):
+class Request(BaseModel):
+    """A request body: a field it does not know (a misspelt ``required_char``) is refused,
+    not ignored, so a constraint is never silently left out."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+class GenerateRequest(Request):
     upper: str = Field(..., max_length=200, description="上联, at most 32 characters", examples=["春风得意"])
-    n: int = Field(5, ge=1, le=50, description="number of candidates (at most the server's limit, 10)")
+    n: int = Field(5, ge=1, description="number of candidates, at most the server's limit (10 by default)")
     tone_mode: ToneMode = "modern"
     locks: str | None = Field(
         None,
@@ -80,12 +87,20 @@ class GenerateResponse(BaseModel):
     model_version: str
 
 
-class FeedbackRequest(BaseModel):
+class FeedbackRequest(Request):
     kind: Literal["vote", "own"] = Field(description="a vote on a candidate, or the person's own lower line")
     upper: str = Field(..., max_length=200)
     lower: str = Field(..., max_length=200)
-    vote: Literal[1, -1] | None = Field(None, description="+1 or -1, for kind vote")
+    vote: Literal[1, -1] | None = Field(None, description="+1 or -1 (integers), for kind vote")
     model_version: str | None = Field(None, max_length=64)
+
+    @field_validator("vote", mode="before")
+    @classmethod
+    def _an_integer(cls, value: Any) -> Any:
+        """``true`` and ``1.0`` are not votes (the literal alone would take them for 1)."""
+        if value is not None and type(value) is not int:
+            raise ValueError("vote must be the integer 1 or -1")
+        return value
 
 
 class FeedbackResponse(BaseModel):
@@ -113,7 +128,7 @@ class ModelInfo(BaseModel):
     fast_mode: bool = Field(description="the bundle has a proposer, so `fast` requests are faster")
 
 
-class ReloadRequest(BaseModel):
+class ReloadRequest(Request):
     model_dir: str | None = Field(
         None, max_length=1000, description="bundle folder (default: the configured one)"
     )

@@ -59,6 +59,9 @@ def test_bad_feedback_is_refused(client: TestClient, settings: Settings) -> None
         {"kind": "vote", "upper": "春风得意", "lower": "秋月生辉", "vote": 5},
         {"kind": "own", "upper": "春风得意", "lower": "<img src=x onerror=alert(1)>"},
         {"kind": "like", "upper": "春风得意", "lower": "秋月生辉"},
+        {"kind": "vote", "upper": "春风得意", "lower": "秋月生辉", "vote": True},  # votes are integers
+        {"kind": "vote", "upper": "春风得意", "lower": "秋月生辉", "vote": 1.0},
+        {"kind": "vote", "upper": "春风得意", "lower": "秋月生辉", "vote": 1, "score": 3},  # an unknown field
     ):
         r = client.post("/api/v1/feedback", json=body)
         assert r.status_code == 422, body
@@ -103,6 +106,8 @@ def test_export_writes_accepted_pairs(client: TestClient, settings: Settings, tm
         {"kind": "vote", "upper": "春风得意", "lower": "夏雨生凉", "vote": 1},
         {"kind": "vote", "upper": "春风得意", "lower": "夏雨生凉", "vote": -1},  # net 0: not accepted
         {"kind": "vote", "upper": "山高水长", "lower": "海阔天空", "vote": -1},
+        {"kind": "vote", "upper": "山高水长", "lower": "短", "vote": 1},  # wrong length: not accepted
+        {"kind": "vote", "upper": "山高水长", "lower": "山高水远", "vote": 1},  # reuses 山高水: not accepted
         {"kind": "own", "upper": "花开富贵", "lower": "竹报平安"},  # keeps every hard rule
         {"kind": "own", "upper": "花开富贵", "lower": "花开平安"},  # reuses 花开: refused
         {"kind": "own", "upper": "花开富贵", "lower": "竹报平"},  # wrong length: refused

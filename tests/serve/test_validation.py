@@ -53,12 +53,24 @@ def test_bad_upper_is_422_in_two_languages(client: TestClient, name: str) -> Non
         {"upper": "春风得意", "locks": "a___"},
         {"upper": "春风得意", "required_first": "秋月"},
         {"upper": "春风得意", "required_chars": "ab"},
+        {"upper": "春风得意", "n": 51},
+        {"upper": "春风得意", "required_char": "秋"},  # misspelt: refused, not ignored
     ],
 )
 def test_bad_options_are_422(client: TestClient, body: dict[str, object]) -> None:
     r = client.post("/api/v1/generate", json=body)
     assert r.status_code == 422, r.text
     assert " / " in r.json()["detail"]
+
+
+def test_the_candidate_limit_is_the_servers_and_an_unknown_field_is_named(client: TestClient) -> None:
+    for n in (11, 51, 10**6):
+        detail = client.post("/api/v1/generate", json={"upper": "春风得意", "n": n}).json()["detail"]
+        assert detail.endswith("At most 10 candidates."), detail
+    detail = client.post("/api/v1/generate", json={"upper": "春风得意", "required_char": "秋"}).json()[
+        "detail"
+    ]
+    assert "required_char" in detail and "Extra inputs are not permitted" in detail, detail
 
 
 def test_not_json_is_422(client: TestClient) -> None:
