@@ -183,6 +183,12 @@ def _groups(upper: str, rules: bool) -> list[int]:
     return [first.setdefault(ch, i) for i, ch in enumerate(upper)]
 
 
+def _first_char(upper: str) -> int:
+    """The position of the upper line's first character that is not punctuation (藏头's
+    position in the lower line: an opening quote or bracket is mirrored before it)."""
+    return next((i for i, ch in enumerate(upper) if not is_punct(ch)), 0)
+
+
 def _parse_locks(upper: str, locks: str | None, required_first: str | None) -> dict[int, str]:
     out: dict[int, str] = {}
     if locks:
@@ -198,38 +204,39 @@ def _parse_locks(upper: str, locks: str | None, required_first: str | None) -> d
             raise ConstraintError(
                 "required_first", "藏头只能是一个字", "the required first character must be one character"
             )
-        if out.get(0, required_first) != required_first:
+        first = _first_char(upper)
+        if out.get(first, required_first) != required_first:
             raise ConstraintError(
                 "required_first",
-                f"藏头字「{required_first}」与首字锁定「{out[0]}」冲突",
-                f"the required first character {required_first!r} conflicts with the lock {out[0]!r}",
+                f"藏头字「{required_first}」与首字锁定「{out[first]}」冲突",
+                f"the required first character {required_first!r} conflicts with the lock {out[first]!r}",
             )
-        out[0] = required_first
+        out[first] = required_first
     return out
 
 
-def _check_lock(upper: str, pos: int, ch: str, vocab: Vocab, rules: bool) -> None:
-    where = f"第{pos + 1}字「{ch}」"
-    at = f"the lock {ch!r} at position {pos + 1}"
+def _check_lock(upper: str, pos: int, ch: str, vocab: Vocab, rules: bool, head_char: bool = False) -> None:
+    """One locked character (``head_char``: 藏头's, named so in the messages)."""
+    constraint = "required_first" if head_char else "locks"
+    where = f"藏头字「{ch}」" if head_char else f"锁定的第{pos + 1}字「{ch}」"
+    at = f"the required first character {ch!r}" if head_char else f"the lock {ch!r} at position {pos + 1}"
     if rules and is_punct(upper[pos]) and ch != upper[pos]:
         raise ConstraintError(
-            "locks", f"锁定的{where}与上联该处的标点「{upper[pos]}」冲突", f"{at} conflicts with punctuation"
+            constraint, f"{where}与上联该处的标点「{upper[pos]}」冲突", f"{at} conflicts with punctuation"
         )
     if rules and is_punct(upper[pos]):
         return
     if rules and is_any_punct(ch):
         raise ConstraintError(
-            "locks",
-            f"锁定的{where}是标点，但上联该处不是标点",
+            constraint,
+            f"{where}是标点，但上联该处不是标点",
             f"{at} is punctuation where the upper has none",
         )
     if ch not in vocab:
-        raise ConstraintError(
-            "locks", f"锁定的{where}不在模型字表中", f"{at} is not in the model's vocabulary"
-        )
+        raise ConstraintError(constraint, f"{where}不在模型字表中", f"{at} is not in the model's vocabulary")
     if rules and is_han(ch) and ch in upper:
         raise ConstraintError(
-            "locks", f"锁定的{where}在上联中出现，违反不重字", f"{at} is in the upper line (no reuse)"
+            constraint, f"{where}在上联中出现，违反不重字", f"{at} is in the upper line (no reuse)"
         )
 
 
@@ -301,8 +308,9 @@ def plan_request(
         raise ConstraintError("length", "上联为空", "the upper line is empty")
     head = _groups(upper, rules)
     raw = _parse_locks(upper, locks, required_first)
+    first = _first_char(upper) if required_first else -1
     for pos, ch in raw.items():
-        _check_lock(upper, pos, ch, vocab, rules)
+        _check_lock(upper, pos, ch, vocab, rules, head_char=pos == first)
     lock_ch = _resolve_locks(upper, raw, head, rules)
     ids = vocab.encode(upper)
     punct = [ids[i] if rules and is_punct(ch) else -1 for i, ch in enumerate(upper)]

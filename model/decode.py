@@ -70,7 +70,7 @@ class DecodeOptions:
     rules: bool = True
     tone_end: bool = True  # the hard tone-at-the-end rule (only with rules on)
     locks: str | None = None  # e.g. "__春___": '_' or '＿' free, any other character locked
-    required_first: str | None = None  # 藏头: the first character
+    required_first: str | None = None  # 藏头: the first character (after any opening punctuation)
     required_chars: str = ""  # 嵌字: each must appear somewhere
     rhythm_weight: float = 1.0  # cost of an unopposed tone at a rhythm position
     three_level_weight: float = 2.0  # cost of a level tone that makes a 三平尾

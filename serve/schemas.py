@@ -29,7 +29,10 @@ class GenerateRequest(Request):
         description="a pattern as long as the upper line: _ free, a character fixed there",
     )
     required_first: str | None = Field(
-        None, max_length=32, description="藏头: the first character of the lower line"
+        None,
+        max_length=32,
+        description="藏头: the lower line's first character (after an opening quote or bracket, "
+        "which is mirrored)",
     )
     required_chars: str | None = Field(
         None, max_length=32, description="嵌字: characters the lower line must contain"

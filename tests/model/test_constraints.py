@@ -246,6 +246,10 @@ def test_rules_off_keeps_only_length_specials_and_user_constraints(vocab, tables
         ("春风", {"required_chars": "花月山"}, "required_chars", "free positions"),
         ("春风", {"required_chars": "哔"}, "required_chars", "vocabulary"),
         ("春风", {"required_first": "花", "locks": "月_"}, "required_first", "conflicts"),
+        ("“春风”", {"required_first": "花", "locks": "_月__"}, "required_first", "conflicts"),
+        ("春风", {"required_first": "春"}, "required_first", "no reuse"),  # named 藏头, not a lock
+        ("春风", {"required_first": "哔"}, "required_first", "vocabulary"),
+        ("春风", {"required_first": "，"}, "required_first", "punctuation"),
         ("千山雪", {"required_chars": "树木", "locks": "人__"}, "required_chars", "tone"),
         ("", {}, "length", "empty"),
         ("春风", {"mode": "ancient"}, "tone_mode", "unknown tone mode"),
@@ -257,6 +261,15 @@ def test_impossible_constraints_name_the_constraint(vocab, tables, upper, kw, co
     assert err.value.constraint == constraint
     assert words in err.value.en and err.value.zh in str(err.value)
     assert any("\u4e00" <= ch <= "\u9fff" for ch in err.value.zh)
+
+
+@pytest.mark.parametrize("upper", ["春风秋雨", "“春风”秋雨", "《春风》"])
+def test_required_first_sits_on_the_first_character_after_opening_punctuation(vocab, tables, upper):
+    p = plan(vocab, tables, upper, required_first="花")
+    first = 1 if upper[0] in "“《" else 0
+    assert p.lock[first] == ids(vocab, "花")[0]
+    assert [i for i, t in enumerate(p.lock) if t >= 0] == [first]  # the opening mark stays mirrored
+    assert p.punct[0] >= 0 if first else p.punct[0] < 0
 
 
 def test_a_lock_on_a_repeated_position_spreads_to_its_group(vocab, tables):

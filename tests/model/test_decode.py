@@ -141,6 +141,13 @@ def test_user_constraints_in_the_result(decoder):
         assert check(upper, c.text).hard_ok and c.report["tone_end"] is True
 
 
+def test_required_first_after_an_opening_quote(decoder):
+    result = decoder.generate("“海纳百川”", DecodeOptions(required_first="东"))
+    assert result.candidates
+    for c in result.candidates:
+        assert c.text[:2] == "“东" and c.text[-1] == "”" and check("“海纳百川”", c.text).hard_ok
+
+
 def test_impossible_requests_raise(decoder):
     with pytest.raises(ConstraintError, match="no reuse"):
         decoder.generate("春风秋雨", DecodeOptions(required_chars="春"))
