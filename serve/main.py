@@ -7,12 +7,16 @@ import logging
 import threading
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import cast
 
 from fastapi import FastAPI, Request, status
+from fastapi.exception_handlers import http_exception_handler
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from fastapi.staticfiles import StaticFiles
 from starlette.concurrency import run_in_threadpool
+from starlette.exceptions import HTTPException
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from swagger_ui_bundle import swagger_ui_path
 
 from serve.couplets import CoupletService, Engine, extra_filter, load_served
@@ -64,7 +68,6 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         summary="Lower lines (下联) for an upper line (上联) under the couplet rules",
         version="1",
         lifespan=lifespan,
-        max_body_size=settings.max_body_bytes,
         docs_url=None,  # served by the site router from local assets: no CDN, works offline
         redoc_url=None,
     )
@@ -74,15 +77,76 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(site.router)
     app.mount("/static", StaticFiles(directory=settings.web_dir), name="static")
     app.mount("/docs-assets", StaticFiles(directory=swagger_ui_path), name="docs-assets")
+    app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
     app.add_exception_handler(RequestValidationError, _invalid_request)
+    app.add_exception_handler(HTTPException, _http_error)
     app.add_exception_handler(Exception, _internal_error)
     return app
+
+
+class BodyLimit:
+    """Refuses a request body over ``max_bytes`` with a 413 in the API's JSON form: at once
+    when its Content-Length says so, else (a body sent in chunks) as soon as it has read more.
+    (FastAPI's own ``max_body_size`` answers in plain text, and replaces any response to a
+    request whose length is over it, so it is not used.)"""
+
+    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
+        self.app, self.max_bytes = app, max_bytes
+
+    def too_large(self) -> HTTPException:
+        return HTTPException(
+            status.HTTP_413_CONTENT_TOO_LARGE,
+            f"请求体太大，上限 {self.max_bytes} 字节 / The body is larger than {self.max_bytes} bytes.",
+        )
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        length = dict(scope["headers"]).get(b"content-length", b"")
+        if length.isdigit() and int(length) > self.max_bytes:
+            error = self.too_large()
+            await JSONResponse(status_code=error.status_code, content={"detail": error.detail})(
+                scope, receive, send
+            )
+            return
+        seen = 0
+
+        async def limited() -> Message:
+            nonlocal seen
+            message = await receive()
+            seen += len(message.get("body", b"")) if message["type"] == "http.request" else 0
+            if seen > self.max_bytes:
+                raise self.too_large()  # inside the route: its handler answers in JSON
+            return message
+
+        await self.app(scope, limited, send)
+
+
+# The framework's own refusals, in English only, said in both languages like the API's own.
+FRAMEWORK_DETAILS = {
+    "There was an error parsing the body": "请求体无法读取，须为 UTF-8 编码的 JSON / "
+    "The body could not be read: send JSON encoded in UTF-8.",
+}
+BODY_PROBLEMS = {  # pydantic's error types for a body that is not a JSON object
+    "json_invalid": "请求体不是合法的 JSON / The body is not valid JSON",
+    "model_attributes_type": "请求体须为 JSON 对象 / The body must be a JSON object "
+    "(sent with Content-Type: application/json)",
+}
+
+
+async def _http_error(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, HTTPException)
+    if isinstance(exc.detail, str) and exc.detail in FRAMEWORK_DETAILS:
+        return JSONResponse(status_code=exc.status_code, content={"detail": FRAMEWORK_DETAILS[exc.detail]})
+    return cast(JSONResponse, await http_exception_handler(request, exc))
 
 
 async def _invalid_request(_request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, RequestValidationError)
     problems = "; ".join(
-        f"{'.'.join(str(p) for p in e.get('loc', ()) if p != 'body')}: {e.get('msg', '')}"
+        BODY_PROBLEMS.get(e.get("type", ""), "")
+        or f"{'.'.join(str(p) for p in e.get('loc', ()) if p != 'body')}: {e.get('msg', '')}"
         for e in exc.errors()
     )
     return JSONResponse(

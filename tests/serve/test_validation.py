@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 
+import httpx
 import pytest
 from fastapi.testclient import TestClient
 
 from serve.validation import clean_line
+from tests.serve.conftest import LiveServer
 
 BAD_UPPERS = {
     "empty": "",
@@ -73,15 +76,60 @@ def test_the_candidate_limit_is_the_servers_and_an_unknown_field_is_named(client
     assert "required_char" in detail and "Extra inputs are not permitted" in detail, detail
 
 
-def test_not_json_is_422(client: TestClient) -> None:
-    r = client.post("/api/v1/generate", content=b"{not json", headers={"Content-Type": "application/json"})
-    assert r.status_code == 422
+def bilingual(r: httpx.Response) -> str:
+    """The JSON ``detail`` of a refusal, checked to say it in Chinese and in English."""
+    assert r.headers["content-type"].startswith("application/json"), r.text
+    detail = r.json()["detail"]
+    zh, _, en = detail.rpartition(" / ")
+    assert HAS_HAN.search(zh) and HAS_LATIN_WORD.search(en), detail
+    return str(detail)
+
+
+@pytest.mark.parametrize(
+    ("body", "content_type", "code", "says"),
+    [
+        (b"{not json", "application/json", 422, "not valid JSON"),
+        ('{"upper": "春风得意"}'.encode(), "text/plain", 422, "must be a JSON object"),
+        (b'["upper", "n"]', "application/json", 422, "must be a JSON object"),
+        (b'{"upper": "' + bytes([0xFF, 0xFE]) + '春风"}'.encode(), "application/json", 400, "UTF-8"),
+        (b"[" * 2000 + b"]" * 2000, "application/json", 400, "UTF-8"),  # too deep for the parser
+    ],
+)
+def test_a_body_that_is_not_a_json_object_is_refused_in_two_languages(
+    client: TestClient, body: bytes, content_type: str, code: int, says: str
+) -> None:
+    r = client.post("/api/v1/generate", content=body, headers={"Content-Type": content_type})
+    assert r.status_code == code, r.text
+    assert says in bilingual(r)
 
 
 def test_oversized_body_is_413(client: TestClient) -> None:
     r = client.post("/api/v1/generate", json={"upper": "春风得意", "locks": "_" * 10_000})
     assert r.status_code == 413
+    assert "4096 bytes" in bilingual(r)
     assert client.get("/api/v1/health").status_code == 200
+
+
+def test_an_oversized_body_sent_in_chunks_is_413_on_a_real_server(live: LiveServer) -> None:
+    """No Content-Length: the limit counts what is read (a real uvicorn server, chunked)."""
+
+    def chunks() -> Iterator[bytes]:
+        yield b'{"upper": "'
+        for _ in range(100):
+            yield "春".encode() * 30
+        yield b'"}'
+
+    r = httpx.post(
+        f"{live.url}/api/v1/generate", content=chunks(), headers={"Content-Type": "application/json"}
+    )
+    assert r.status_code == 413 and "4096 bytes" in bilingual(r)
+    json_type = {"Content-Type": "application/json"}
+    small = httpx.post(
+        f"{live.url}/api/v1/generate",
+        content=iter([b'{"upper": ', '"春风得意"}'.encode()]),
+        headers=json_type,
+    )
+    assert small.status_code == 200, small.text  # a small chunked body is read as usual
 
 
 def test_normalisation_folds_ascii_marks_and_spaces() -> None:
