@@ -54,7 +54,10 @@ class Goal:
 def _read_json(path: Path | None) -> dict[str, Any]:
     if path is None or not path.is_file():
         return {}
-    data = json.loads(path.read_text(encoding="utf-8"))
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise ValueError(f"{path}: not a JSON file ({e})") from e
     return data if isinstance(data, dict) else {}
 
 
@@ -312,14 +315,12 @@ def render(
 
 def _read_checkpoint_meta(bundle: Path, name: str = "model.pt") -> dict[str, Any]:
     """Config, step and parameter count from a checkpoint of the bundle."""
-    import torch
-
-    from model.checkpoint import load_model
+    from model.checkpoint import load_checkpoint, load_model
 
     path = bundle / name
     if not path.is_file():
         return {}
-    ckpt = torch.load(path, map_location="cpu", weights_only=True)
+    ckpt = load_checkpoint(path)
     meta = {k: v for k, v in ckpt.items() if k not in ("state_dict", "vocab", "optimizer")}
     model, _, _ = load_model(path)  # the state dict repeats tied weights: count the module's own
     meta["n_params"] = model.num_parameters()
@@ -363,16 +364,27 @@ def main(argv: list[str] | None = None) -> int:
     if not (args.bundle / "model.pt").is_file():
         print(f"error: no model bundle at {args.bundle}", file=sys.stderr)
         return 2
-    card = render(
-        args.bundle,
-        args.train_dir,
-        _read_json(args.report),
-        _read_json(args.bench),
-        args.hardware,
-        args.proposer_dir,
-    )
-    if args.extra is not None:
-        card += "\n" + args.extra.read_text(encoding="utf-8")
+    given = {"--train-dir": args.train_dir, "--report": args.report, "--bench": args.bench}
+    given |= {"--proposer-dir": args.proposer_dir, "--extra": args.extra}
+    missing = [f"{flag} {path}" for flag, path in given.items() if path is not None and not path.exists()]
+    if args.report == parse_args([]).report:  # the default report may be absent (no `make data` here)
+        missing = [m for m in missing if not m.startswith("--report ")]
+    try:
+        if missing:
+            raise FileNotFoundError(f"no such file or folder: {', '.join(missing)}")
+        card = render(
+            args.bundle,
+            args.train_dir,
+            _read_json(args.report),
+            _read_json(args.bench),
+            args.hardware,
+            args.proposer_dir,
+        )
+        if args.extra is not None:
+            card += "\n" + args.extra.read_text(encoding="utf-8")
+    except (OSError, ValueError) as e:  # ValueError: a file that is not a checkpoint, or not JSON
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     (args.bundle / "MODEL_CARD.md").write_text(card, encoding="utf-8")
     print(f"wrote {args.bundle / 'MODEL_CARD.md'}")
     return 0

@@ -87,7 +87,16 @@ def save(path: str | os.PathLike[str], model: CoupletModel, vocab: Vocab, **kwar
 
 
 def load_checkpoint(path: str | os.PathLike[str]) -> dict[str, Any]:
-    ckpt = torch.load(path, map_location="cpu", weights_only=True)
+    """The checkpoint dict in ``path``; ValueError when the file is not one (a text file, a
+    truncated copy), FileNotFoundError when there is none."""
+    if Path(path).is_dir():
+        raise ValueError(f"{path}: a folder, not a checkpoint file")
+    try:
+        ckpt = torch.load(path, map_location="cpu", weights_only=True)
+    except FileNotFoundError:
+        raise
+    except Exception as e:  # torch.load raises whatever its unpickler or zip reader meets
+        raise ValueError(f"{path}: not a checkpoint ({type(e).__name__}: {e})") from e
     version = ckpt.get("format_version") if isinstance(ckpt, dict) else None
     if version != FORMAT_VERSION:
         raise ValueError(f"{path}: unsupported checkpoint format {version!r} (expected {FORMAT_VERSION})")

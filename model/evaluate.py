@@ -378,15 +378,23 @@ def compare_with(options: Any, spec: str) -> tuple[str, dict[str, Any]]:
             raise ValueError(text)
     except ValueError:
         raise ValueError(f"--compare-with {spec!r}: {text!r} is not a value for {key}") from None
-    # What the search would refuse on every line, refused here before any decoding.
+    problem = option_problem(key, value)
+    if problem:
+        raise ValueError(f"--compare-with {spec!r}: {problem}")
+    return spec, {key: value}
+
+
+def option_problem(key: str, value: Any) -> str:
+    """What the search would refuse on every line for this DecodeOptions value ("" for
+    nothing), so that it is refused before any decoding."""
     lowest = {"n_best": 1, "beam_size": 1, "proposals": 1, "shortlist": 0, "diversity": 0.0}
     if isinstance(value, int | float) and not isinstance(value, bool) and value < lowest.get(key, value):
-        raise ValueError(f"--compare-with {spec!r}: {key} must be at least {lowest[key]}")
+        return f"{key} must be at least {lowest[key]}"
     if key == "n_best" and value > MAX_CANDIDATES:
-        raise ValueError(f"--compare-with {spec!r}: n_best must be at most {MAX_CANDIDATES}")
+        return f"n_best must be at most {MAX_CANDIDATES}"
     if key == "tone_mode" and value not in TONE_MODES:
-        raise ValueError(f"--compare-with {spec!r}: tone_mode is one of {', '.join(TONE_MODES)}")
-    return spec, {key: value}
+        return f"tone_mode is one of {', '.join(TONE_MODES)}"
+    return ""
 
 
 def comparison_table(result: dict[str, Any]) -> str:
@@ -525,6 +533,10 @@ def main(argv: list[str] | None = None) -> int:
 
         lowers = [lo for _, lo in read_tsv(train_path)] if train_path.exists() else []
         options = decode_options(args)
+        if options is not None:
+            problems = [option_problem(f.name, getattr(options, f.name)) for f in fields(options)]
+            if any(problems):
+                raise ValueError("; ".join(p for p in problems if p))
         variants = [v for flag, vs in COMPARISONS.items() if getattr(args, flag) for v in vs]
         variants += [compare_with(options, spec) for spec in args.compare_with]  # checked before decoding
         if (variants or args.compare_model) and args.greedy:

@@ -314,6 +314,8 @@ def run_checkpoint(path: Path) -> Path:
     """A run folder's best checkpoint (else its newest), or ``path`` itself if it is a file."""
     if path.is_file():
         return path
+    if not path.exists():
+        raise UsageError(f"{path}: no such file or folder")
     best = path / "best.pt"
     found = [best] if best.exists() else sorted((path / "checkpoints").glob("step-*.pt"))[-1:]
     if not found:
@@ -321,10 +323,18 @@ def run_checkpoint(path: Path) -> Path:
     return found[0]
 
 
+def load_checked(path: Path, flag: str) -> tuple[CoupletModel, Vocab, dict[str, Any]]:
+    """``load_model``, a file that is not a checkpoint refused as a usage error."""
+    try:
+        return load_model(path)
+    except ValueError as e:
+        raise UsageError(f"{flag} {e}") from e
+
+
 def load_teacher(path: Path, vocab: Vocab, kind: str) -> CoupletModel:
     """The model to distil from: a run folder's best checkpoint (or a checkpoint file) of the
     same kind as the one trained, on the same vocabulary."""
-    teacher, its_vocab, _ = load_model(run_checkpoint(path))
+    teacher, its_vocab, _ = load_checked(run_checkpoint(path), "--teacher")
     if its_vocab.pieces != vocab.pieces:
         raise UsageError(f"--teacher {path}: its vocabulary differs from the training data's")
     if teacher.cfg.kind != kind:
@@ -337,7 +347,7 @@ def warm_start(model: torch.nn.Module, path: Path, vocab: Vocab) -> tuple[int, l
     that has the same name and shape, e.g. the embeddings, the encoder and the first decoder
     layer of a deeper model into one with a single decoder layer -> how many tensors were
     copied, and the names of those left as initialised."""
-    source, source_vocab, _ = load_model(run_checkpoint(path))
+    source, source_vocab, _ = load_checked(run_checkpoint(path), "--init-from")
     if source_vocab.pieces != vocab.pieces:
         raise UsageError(f"--init-from {path}: its vocabulary differs from the training data's")
     theirs = source.state_dict()
@@ -487,6 +497,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def build(args: argparse.Namespace) -> tuple[dict[str, Any], TrainConfig]:
     preset = load_preset(args.preset, args.set)
+    if args.eval_limit is not None and args.eval_limit < 0:
+        raise UsageError("--eval-limit must be 0 (every test pair) or a number of pairs")
     train_opts = dict(preset["train"])
     for key in ("max_minutes", "max_steps", "seed"):
         if getattr(args, key) is not None:

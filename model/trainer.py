@@ -27,7 +27,7 @@ from tqdm import tqdm
 from model.batching import Batch, prefetch
 from model.checkpoint import load_checkpoint
 from model.losses import cross_entropy, distillation
-from model.transformer import PAD_ID
+from model.transformer import PAD_ID, check_field_types
 
 
 @dataclass
@@ -54,6 +54,25 @@ class TrainConfig:
     amp: str = "auto"  # bf16 autocast: "bf16", "off", or "auto" (on where bf16 matmuls are fast)
     threads: int = 0  # torch threads on CPU; 0: leave as is
     log_every: int = 50
+
+    def __post_init__(self) -> None:
+        check_field_types(self)
+        positive = ("lr", "batch_tokens", "eval_every", "save_every", "keep_last", "log_every")
+        for name in positive:
+            if not getattr(self, name) > 0:
+                raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
+        not_negative = ("warmup_steps", "weight_decay", "clip_norm", "max_steps", "max_minutes")
+        for name in (*not_negative, "max_epochs", "patience", "threads"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} must not be negative, got {getattr(self, name)}")
+        for name in ("min_lr_ratio", "distill_weight"):
+            if not 0 <= getattr(self, name) <= 1:
+                raise ValueError(f"{name} must be in [0, 1], got {getattr(self, name)}")
+        for name in ("beta2", "label_smoothing"):
+            if not 0 <= getattr(self, name) < 1:
+                raise ValueError(f"{name} must be in [0, 1), got {getattr(self, name)}")
+        if self.amp not in ("auto", "bf16", "off"):
+            raise ValueError(f"amp must be auto, bf16 or off, got {self.amp!r}")
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> TrainConfig:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, fields, replace
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import torch
 import torch.nn.functional as F
@@ -38,6 +38,19 @@ class ModelConfig:
     tie_embeddings: bool = True  # one table for source, target and output
     kind: str = "seq2seq"  # "seq2seq": encoder-decoder; "tagger": encoder only (model/tagger.py)
 
+    def __post_init__(self) -> None:
+        check_field_types(self)
+        sizes = ("vocab_size", "d_model", "n_heads", "d_ff", "max_len")
+        for name in sizes:
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
+        if self.n_enc_layers < 0 or self.n_dec_layers < 0:
+            raise ValueError("layer counts must not be negative")
+        if self.d_model % self.n_heads:
+            raise ValueError(f"d_model ({self.d_model}) must be a multiple of n_heads ({self.n_heads})")
+        if not 0 <= self.dropout < 1:
+            raise ValueError(f"dropout must be in [0, 1), got {self.dropout}")
+
     def to_dict(self) -> dict[str, object]:
         return asdict(self)
 
@@ -48,6 +61,21 @@ class ModelConfig:
 
     def with_(self, **changes: object) -> ModelConfig:
         return replace(self, **changes)  # type: ignore[arg-type]
+
+
+_TYPES: dict[str, type | tuple[type, ...]] = {"int": int, "float": (int, float), "bool": bool, "str": str}
+
+
+def check_field_types(config: Any) -> None:
+    """ValueError naming the first field of the dataclass ``config`` whose value is not of its
+    declared type (int, float, bool or str; an int is a float, a bool is not a number): an
+    option given as ``--set lr=abc`` is refused by name, not deep in the code that uses it."""
+    for f in fields(config):
+        want, value = _TYPES.get(str(f.type)), getattr(config, f.name)
+        if want is not None and (
+            not isinstance(value, want) or (want is not bool and isinstance(value, bool))
+        ):
+            raise ValueError(f"{f.name} must be of type {f.type}, got {value!r}")
 
 
 def cpu_training(q: Tensor) -> bool:

@@ -73,3 +73,15 @@ def test_card_from_a_bundle(tmp_path):
 def test_card_without_bundle_is_an_error(tmp_path, capsys):
     assert main([str(tmp_path)]) == 2
     assert "no model bundle" in capsys.readouterr().err
+
+
+def test_card_refuses_what_is_not_there_or_not_readable(tmp_path, capsys):
+    (tmp_path / "model.pt").write_text("not a checkpoint\n")
+    assert main([str(tmp_path)]) == 2
+    assert "not a checkpoint" in capsys.readouterr().err
+    assert main([str(tmp_path), "--extra", str(tmp_path / "missing.md")]) == 2
+    assert "--extra" in capsys.readouterr().err
+    (tmp_path / "bench.json").write_text("{not json")
+    assert main([str(tmp_path), "--bench", str(tmp_path / "bench.json")]) == 2
+    assert "not a JSON file" in capsys.readouterr().err
+    assert not (tmp_path / "MODEL_CARD.md").exists()

@@ -232,6 +232,7 @@ def test_make_eval_compares_rules_on_and_off_and_each_weight(tmp_path, vocab, pa
         ("rules=maybe", "not a value"),
         ("n_best=0", "at least 1"),
         ("n_best=99", "at most"),
+        ("beam_size=0", "at least 1"),
         ("tone_mode=ancient", "tone_mode is one of"),
         ("beam_size=none", None),  # a value the field takes: decoded
     ],
@@ -250,6 +251,10 @@ def test_make_eval_rejects_a_bad_comparison_before_decoding(
         return
     assert main([*args, "--compare-with", spec]) == 2
     assert message in capsys.readouterr().err and not (tmp_path / "e").exists()
+    key, _, value = spec.partition("=")
+    if key in ("n_best", "beam_size") and message.startswith("at "):  # the asked decode's own, alike
+        assert main([*args, f"--{key.replace('_', '-')}", value]) == 2
+        assert message in capsys.readouterr().err and not (tmp_path / "e").exists()
     assert main([*args, "--greedy", "--compare-rules"]) == 2
     assert main([*args, "--compare-model", str(tmp_path / "none.pt")]) == 2
 

@@ -80,4 +80,7 @@ def test_evaluate_files_with_greedy_decoding(data_folder: Path, vocab: Vocab, pa
 def test_cli_bad_input(tmp_path: Path, capsys) -> None:
     assert main(["--model", str(tmp_path / "none")]) == 2
     assert "no model" in capsys.readouterr().err
+    (tmp_path / "junk.pt").write_text("not a checkpoint\n")
+    assert main(["--model", str(tmp_path / "junk.pt")]) == 2
+    assert "not a checkpoint" in capsys.readouterr().err
     assert main(["--model", str(tmp_path), "--limit", "0"]) == 2

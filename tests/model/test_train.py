@@ -226,9 +226,31 @@ def test_two_process_ddp_ends_with_identical_weights(tmp_path: Path, data_folder
         (["--preset", "tiny", "--data-dir", "/nonexistent"], "missing data file"),
         (["--preset", "tiny", "--set", "nonsense=1"], "unknown option"),
         (["--preset", "tiny", "--set", "lr"], "key=value"),
+        (["--preset", "tiny", "--set", "lr=-1"], "lr must be positive"),
+        (["--preset", "tiny", "--set", "lr=abc"], "lr must be of type float"),
+        (["--preset", "tiny", "--set", "amp=fp8"], "amp must be auto, bf16 or off"),
+        (["--preset", "tiny", "--max-minutes", "-5"], "max_minutes must not be negative"),
+        (["--preset", "tiny", "--eval-limit", "-1"], "--eval-limit"),
     ],
 )
 def test_bad_input_gives_message_and_status_2(args: list[str], message: str, capsys) -> None:
     assert main([*args, "--skip-data"]) == 2
     err = capsys.readouterr().err
     assert message in err and "Traceback" not in err
+
+
+def test_a_file_that_is_not_a_checkpoint_and_a_bad_model_option_are_refused(
+    tmp_path: Path, data_folder: Path, capsys
+) -> None:
+    junk = tmp_path / "junk.pt"
+    junk.write_text("not a checkpoint\n")
+    for flag in ("--teacher", "--init-from", "--proposer"):
+        assert main([*cli(data_folder, tmp_path / flag.strip("-"), 1), flag, str(junk)]) == 2
+        err = capsys.readouterr().err
+        assert "not a checkpoint" in err and "Traceback" not in err, err
+    for option, message in (
+        ("model.n_heads=3", "multiple of n_heads"),
+        ("model.d_model=abc", "d_model must"),
+    ):
+        assert main([*cli(data_folder, tmp_path / "m", 1), "--set", option]) == 2
+        assert message in capsys.readouterr().err
