@@ -120,12 +120,18 @@ def unpack(folder: Path, into: Path) -> Path:
     parts = sorted(folder.glob(f"{TAR}.part-*")) or [folder / TAR]
     into.mkdir(parents=True, exist_ok=True)
     joined = into / TAR
-    with open(joined, "wb") as f:
-        for part in parts:
-            with open(part, "rb") as p:
-                shutil.copyfileobj(p, f)
-    with tarfile.open(joined) as tar:
-        tar.extractall(into, filter="data")
+    try:
+        with open(joined, "wb") as f:
+            for part in parts:
+                with open(part, "rb") as p:
+                    shutil.copyfileobj(p, f)
+        with tarfile.open(joined) as tar:
+            tar.extractall(into, filter="data")
+    except tarfile.TarError as e:  # a part missing or cut short: nothing half-unpacked is left
+        shutil.rmtree(into, ignore_errors=True)
+        names = ", ".join(p.name for p in parts)
+        first = str(e).splitlines()[0].rstrip(":")
+        raise UsageError(f"{folder}: {names} is not a whole `model.ship pack` archive ({first})") from e
     joined.unlink()
     return into / "run"
 
@@ -201,7 +207,11 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "pack":
             notes = dict(n.partition("=")[::2] for n in args.note)
-            part = max(1, int(args.part_mib * 2**20))
+            if not args.part_mib >= 1:  # smaller parts only multiply the files to fetch
+                raise UsageError(f"--part-mib must be at least 1, got {args.part_mib}")
+            if not args.run.is_dir():
+                raise UsageError(f"{args.run}: no such run folder")
+            part = int(args.part_mib * 2**20)
             files, record = pack(args.run, args.out, {"preset": args.preset, **notes}, part)
             for f in files:
                 print(f"packed {f} ({f.stat().st_size / 2**20:.1f} MiB)")
@@ -210,7 +220,7 @@ def main(argv: list[str] | None = None) -> int:
                 return 1
         else:
             finish_run(args)
-    except (UsageError, FileNotFoundError) as e:
+    except (UsageError, OSError, ValueError, tarfile.TarError) as e:  # ValueError: not a checkpoint
         print(f"error: {e}", file=sys.stderr)
         return 2
     return 0

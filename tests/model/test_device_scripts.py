@@ -126,3 +126,18 @@ def test_pack_halves_the_checkpoints_and_unpack_joins_the_parts(tmp_path: Path, 
     assert load_checkpoint(back / "best.pt")["best_valid"] == 1.5
     with pytest.raises(UsageError, match="not empty"):
         unpack(tmp_path / "out", tmp_path / "back")
+    for f in files[1:]:  # parts missing: the archive is cut short inside a member
+        f.unlink()
+    with pytest.raises(UsageError, match="not a whole"):
+        unpack(tmp_path / "out", tmp_path / "cut")
+    assert not (tmp_path / "cut").exists()  # nothing half-unpacked left behind
+
+
+def test_pack_refuses_a_part_size_below_one_mib_and_a_missing_run(tmp_path: Path, capsys) -> None:
+    from model.ship import main
+
+    (tmp_path / "run").mkdir()
+    assert main(["pack", str(tmp_path / "run"), str(tmp_path / "out"), "--part-mib", "0"]) == 2
+    assert "--part-mib" in capsys.readouterr().err and not (tmp_path / "out").exists()
+    assert main(["pack", str(tmp_path / "none"), str(tmp_path / "out")]) == 2
+    assert "no such run folder" in capsys.readouterr().err and not (tmp_path / "out").exists()
