@@ -16,11 +16,12 @@ from pathlib import Path
 
 from pydantic import ValidationError
 from sqlalchemy import func, select
+from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
 
 from data.paths import work_dir
 from model.rules import check
-from serve.db import Feedback, init_db, make_engine
+from serve.db import Feedback, init_db, make_engine, store_url
 from serve.settings import Settings, settings_problems
 
 
@@ -45,11 +46,16 @@ def accepted_pairs(session: Session) -> list[tuple[str, str]]:
 
 
 def write_tsv(pairs: list[tuple[str, str]], out: Path) -> None:
+    """Write atomically: a temporary file beside ``out``, renamed over it (removed on failure)."""
     out.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", dir=out.parent)
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        f.writelines(f"{u}\t{w}\n" for u, w in pairs)
-    os.replace(tmp, out)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.writelines(f"{u}\t{w}\n" for u, w in pairs)
+        os.replace(tmp, out)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -60,16 +66,28 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=None, help="default work/feedback/accepted.tsv")
     args = parser.parse_args(argv)
     out = args.out or default_output()
+    if out.is_dir():
+        parser.error(f"--out {out} is a folder; name the file to write")
     try:
         url = Settings().database_url if args.database_url is None else args.database_url
+        parsed = store_url(url)
+        database = parsed.database or ""
+        if parsed.get_backend_name() == "sqlite" and database != ":memory:" and not Path(database).is_file():
+            # Opening it would create an empty store, and the export would overwrite ``out``
+            # with nothing: a typo in the path must not cost the accepted pairs written before.
+            parser.error(f"no feedback database at {database}")
         engine = make_engine(url)
     except ValidationError as e:
         parser.error(settings_problems(e))
-    except ValueError as e:
+    except (ValueError, ImportError) as e:  # ImportError: no driver for the URL's database
         parser.error(str(e))
-    with init_db(engine)() as session:
-        pairs = accepted_pairs(session)
-    engine.dispose()
+    try:
+        with init_db(engine)() as session:
+            pairs = accepted_pairs(session)
+    except SQLAlchemyError as e:  # the server is down, the file is not a database, ...
+        parser.error(f"cannot read the feedback store: {type(e).__name__}: {str(e).splitlines()[0]}")
+    finally:
+        engine.dispose()
     write_tsv(pairs, out)
     print(f"{len(pairs)} accepted pairs written to {out}")
     return 0

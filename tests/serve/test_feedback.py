@@ -117,3 +117,22 @@ def test_export_writes_accepted_pairs(client: TestClient, settings: Settings, tm
     out = tmp_path / "feedback" / "accepted.tsv"
     assert export_main(["--database-url", settings.database_url, "--out", str(out)]) == 0
     assert out.read_text(encoding="utf-8") == "春风得意\t秋月生辉\n花开富贵\t竹报平安\n"
+
+
+def test_export_refuses_a_store_that_is_not_there_and_keeps_the_last_export(tmp_path: Path, capsys) -> None:
+    out = tmp_path / "accepted.tsv"
+    out.write_text("春风得意\t秋月生辉\n", encoding="utf-8")
+    typo = tmp_path / "feedbak.db"
+    with pytest.raises(SystemExit) as exit_:
+        export_main(["--database-url", f"sqlite:///{typo}", "--out", str(out)])
+    assert exit_.value.code == 2 and "no feedback database" in capsys.readouterr().err
+    assert not typo.exists()  # not created empty
+    (tmp_path / "notdb.db").write_text("not a database\n")
+    with pytest.raises(SystemExit) as exit_:
+        export_main(["--database-url", f"sqlite:///{tmp_path / 'notdb.db'}", "--out", str(out)])
+    assert exit_.value.code == 2 and "cannot read the feedback store" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exit_:
+        export_main(["--database-url", f"sqlite:///{tmp_path / 'notdb.db'}", "--out", str(tmp_path)])
+    assert exit_.value.code == 2 and "is a folder" in capsys.readouterr().err
+    assert out.read_text(encoding="utf-8") == "春风得意\t秋月生辉\n"  # the last export is kept
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["accepted.tsv", "notdb.db"]  # no stray files
