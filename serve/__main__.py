@@ -12,18 +12,48 @@ from pydantic import ValidationError
 from model.bundle import MODEL_FILE
 from serve.settings import Settings, settings_problems
 
+LOG_LEVELS = ("critical", "error", "warning", "info", "debug", "trace")
+
+
+def port(text: str) -> int:
+    if not text.isdigit() or not 1 <= int(text) <= 65535:
+        raise argparse.ArgumentTypeError(f"a port is a number from 1 to 65535, not {text!r}")
+    return int(text)
+
+
+def preflight(settings: Settings) -> str:
+    """What would stop the server's start-up, said in one line ("" for nothing): a model file
+    that is not a checkpoint, a feedback store that cannot be reached."""
+    from sqlalchemy.exc import SQLAlchemyError
+
+    from model.checkpoint import load_checkpoint
+    from serve.db import make_engine
+
+    try:
+        load_checkpoint(settings.model_dir / MODEL_FILE)
+    except (OSError, ValueError) as e:
+        return f"cannot load the model bundle: {e}"
+    try:
+        engine = make_engine(settings.database_url)
+        with engine.connect():
+            pass
+        engine.dispose()
+    except (ValueError, ImportError, SQLAlchemyError) as e:  # ImportError: no driver for the URL
+        return f"cannot open the feedback store: {type(e).__name__}: {str(e).splitlines()[0]}"
+    return ""
+
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m serve", description=__doc__)
     parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--port", type=int, default=8000)
+    parser.add_argument("--port", type=port, default=8000, help="1-65535 (default 8000)")
     parser.add_argument("--model", type=Path, help="model bundle folder (default models/default)")
     parser.add_argument(
         "--database-url",
         help="SQLAlchemy URL of the feedback store: sqlite:///PATH (default work/feedback.db) or "
         "postgresql://user:password@host:port/database",
     )
-    parser.add_argument("--log-level", default="info")
+    parser.add_argument("--log-level", default="info", choices=LOG_LEVELS)
     args = parser.parse_args(argv)
     overrides = {"model_dir": args.model, "database_url": args.database_url}
     try:
@@ -42,7 +72,12 @@ def main(argv: list[str] | None = None) -> int:
         )
         return 2
 
-    import uvicorn  # after the check, so a missing model is reported fast
+    problem = preflight(settings)
+    if problem:
+        print(problem, file=sys.stderr)
+        return 2
+
+    import uvicorn  # after the checks, so a missing model is reported fast
 
     from serve.main import create_app
 

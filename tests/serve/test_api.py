@@ -229,3 +229,23 @@ def test_fast_mode_without_a_proposer_is_the_normal_search(client: TestClient) -
     fast = client.post("/api/v1/generate", json={**body, "fast": True})
     assert fast.status_code == 200
     assert fast.json()["candidates"] == client.post("/api/v1/generate", json=body).json()["candidates"]
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (["--port", "99999"], "1 to 65535"),
+        (["--log-level", "loud"], "invalid choice"),
+        (["--model", "JUNK"], "not a checkpoint"),  # a folder whose model.pt is not a checkpoint
+        (["--database-url", "postgresql://u:p@127.0.0.1:1/x"], "cannot open the feedback store"),
+    ],
+)
+def test_serve_refuses_what_would_stop_it_in_one_line(tmp_path: Path, args: list[str], says: str) -> None:
+    import subprocess
+    import sys
+
+    (tmp_path / "model.pt").write_text("not a checkpoint\n")
+    args = [str(tmp_path) if a == "JUNK" else a for a in args]
+    r = subprocess.run([sys.executable, "-m", "serve", *args], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2, r.stderr
+    assert says in r.stderr and "Traceback" not in r.stderr
