@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 from data.config import DataConfig, default_sources
-from data.pipeline import is_fresh, run
+from data.pipeline import is_fresh, run, source_files
 from data.sources import KINDS, Source
 
 
@@ -64,7 +64,11 @@ def make_config(args: argparse.Namespace) -> DataConfig:
         "seed": args.seed,
     }
     config = dataclasses.replace(config, **{k: v for k, v in overrides.items() if v is not None})
-    config.sources = config.sources + tuple(parse_added(spec) for spec in args.add)
+    added = tuple(parse_added(spec) for spec in args.add)
+    for spec, source in zip(args.add, added, strict=True):
+        if config.corpus_dir.is_dir() and not source_files(config, source):
+            raise ValueError(f"--add {spec!r}: no file matches {source.path!r} in {config.corpus_dir}")
+    config.sources = config.sources + added
     known = {s.name for s in config.sources}
     wanted = set(args.sources.split(",")) if args.sources else known
     excluded = {n for n in args.exclude.split(",") if n}

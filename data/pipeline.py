@@ -238,13 +238,18 @@ def build_vocab(train: list[Pair], config: DataConfig, report: dict) -> Vocab:
     """
     counts = CharBatch(list(map("".join, train))).counts()
     kept = {ch: n for ch, n in counts.items() if n >= config.min_char_count and not ch.isspace()}
-    vocab = Vocab.train(
-        (f"{ch}\t{n}" for ch, n in kept.items()),
-        config.out_dir / "spm",
-        vocab_size=len(kept) + 4,
-        input_format="tsv",
-        minloglevel=2,
-    )
+    if not kept:
+        raise ValueError(f"no character occurs {config.min_char_count} times in the training split")
+    try:
+        vocab = Vocab.train(
+            (f"{ch}\t{n}" for ch, n in kept.items()),
+            config.out_dir / "spm",
+            vocab_size=len(kept) + 4,
+            input_format="tsv",
+            minloglevel=2,
+        )
+    except RuntimeError as e:  # sentencepiece's trainer refuses what it cannot build
+        raise ValueError(f"the vocabulary could not be built: {e}") from e
     report["vocab"] = {
         "size": len(vocab),
         "train_distinct_chars": len(counts),
@@ -297,6 +302,9 @@ def _run(config: DataConfig) -> dict:
     timer = Timer()
     report: dict = {"stamp": stamp(config), "config": config.as_dict(), "sources": {}}
     config.out_dir.mkdir(parents=True, exist_ok=True)
+    # The report marks the outputs complete: gone until this run has written them all, so a
+    # run that fails half-way leaves them stale, never mixed outputs passing for fresh ones.
+    (config.out_dir / "report.json").unlink(missing_ok=True)
     sources, test = _read_and_normalise(config, report, timer)
     with timer("filter"):
         pf = PairFilter(config.min_len, config.max_len, load_sensitive(config))
@@ -351,6 +359,11 @@ def _split_and_write(
     """Write train, valid and the test files; return the training pairs."""
     removed, train = split_by_upper(kept, test.uppers)
     valid, train, valid_uppers = carve_valid(train, candidates, config.valid_size, config.seed)
+    if not train:
+        raise ValueError(
+            f"{len(valid)} pairs left after filtering, all taken by the validation split "
+            f"(valid_size {config.valid_size}): too few to train on; pass a smaller --valid-size"
+        )
     train = shuffled(train, config.seed)
     out = config.out_dir
     write_pairs(out / "train.tsv", train)

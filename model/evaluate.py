@@ -185,6 +185,8 @@ def evaluate_files(
     if not test_path.is_file():
         raise FileNotFoundError(f"missing {test_path}; run `make data` first")
     test = read_tsv(test_path)[: limit or None]
+    if not test:
+        raise ValueError(f"no test pairs (upper<TAB>lower lines) in {test_path}")
     decode = make_decoder(model.eval(), vocab, options, use_greedy, proposer, int8, runtime)
     hyps = decode([u for u, _ in test])
     if lines_out is not None:

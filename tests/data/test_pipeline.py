@@ -144,6 +144,9 @@ def test_truncated_gzip_is_a_message(corpus: Path, capsys: pytest.CaptureFixture
         (["--sources", "nope"], "unknown source"),
         (["--corpus-dir", "/nonexistent/corpus"], "does not exist"),
         (["--valid-size", "-1"], "valid-size"),
+        (["--add", "x=tsv:no_such_file.tsv"], "no file matches"),
+        # every wb14123 pair would be a validation pair, none left to train on
+        (["--sources", "wb14123_train,wb14123_test", "--valid-size", "100000"], "smaller --valid-size"),
     ],
 )
 def test_cli_bad_input_is_a_message(
@@ -152,3 +155,11 @@ def test_cli_bad_input_is_a_message(
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert message in err and "Traceback" not in err
+
+
+def test_a_run_that_fails_leaves_its_outputs_stale(corpus: Path) -> None:
+    assert main(["--valid-size", "2"]) == 0
+    wb = ["--sources", "wb14123_train,wb14123_test"]
+    assert main([*wb, "--valid-size", "100000"]) == 2  # fails after reading: the old outputs are not fresh
+    assert not (data_dir() / "report.json").exists()
+    assert main(["--valid-size", "2"]) == 0 and (data_dir() / "report.json").exists()  # rebuilt
