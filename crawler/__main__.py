@@ -17,6 +17,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlparse
 
 from data.paths import work_dir
 
@@ -132,8 +133,17 @@ def main(argv: Sequence[str] | None = None) -> int:
             if not only or only == name:
                 spider_args[name][key] = value
     if args.start_url:
+        bad = [
+            u for u in args.start_url if urlparse(u).scheme not in ("http", "https") or not urlparse(u).netloc
+        ]
+        if bad:  # refused before the outputs of a fresh crawl are cleared
+            sys.exit(f"--start-url takes http(s) URLs, not {', '.join(map(repr, bad))}")
         for name in names:
             spider_args[name]["start_urls"] = args.start_url
+    if args.out.exists() and not args.out.is_dir():
+        sys.exit(f"--out {args.out} is a file; name a folder for the crawl's outputs")
+    if args.redis_url and urlparse(args.redis_url).scheme not in ("redis", "rediss", "unix"):
+        sys.exit(f"--redis-url takes redis://host:port (or rediss://, unix://), not {args.redis_url!r}")
     if not args.mirror:
         return crawl(args, names, spider_args)
 

@@ -51,3 +51,21 @@ def test_http_cache_answers_the_second_crawl(tmp_path: Path) -> None:
 def test_unknown_spider_is_refused() -> None:
     done = subprocess.run(crawl_cmd("nosuch"), capture_output=True, text=True, timeout=60)
     assert done.returncode != 0 and "unknown spider" in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("extra", "says"),
+    [
+        (["--start-url", "notaurl"], "http(s) URLs"),
+        (["--redis-url", "junk"], "redis://"),
+    ],
+)
+def test_bad_options_are_refused_before_the_last_crawl_is_cleared(
+    tmp_path: Path, extra: list[str], says: str
+) -> None:
+    (tmp_path / "sina.jsonl").write_text('{"upper": "春风得意", "lower": "秋月生辉"}\n', encoding="utf-8")
+    done = subprocess.run(
+        [*crawl_cmd("sina"), "--out", str(tmp_path), *extra], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode != 0 and says in done.stderr and "Traceback" not in done.stderr
+    assert (tmp_path / "sina.jsonl").read_text(encoding="utf-8").count("\n") == 1  # not emptied

@@ -87,7 +87,7 @@ def test_cli_bad_input(tmp_path: Path, capsys) -> None:
     assert main(["--model", str(tmp_path), "--limit", "0"]) == 2
 
 
-def test_an_empty_test_set_is_refused(tmp_path: Path, data_folder: Path, vocab: Vocab) -> None:
+def test_an_empty_test_set_is_refused(tmp_path: Path, vocab: Vocab) -> None:
     (tmp_path / "test.tsv").write_text("")
     model = CoupletTransformer(ModelConfig(vocab_size=len(vocab), d_model=32, n_enc_layers=1, n_dec_layers=1))
     with pytest.raises(ValueError, match="no test pairs"):
