@@ -38,7 +38,7 @@ from model.card import main as card_main
 from model.checkpoint import atomic_save, load_checkpoint, make_checkpoint, model_from_checkpoint
 from model.train import UsageError, finish, load_data, load_preset, run_checkpoint
 
-TAR, PART_BYTES = "run.tar", 15 * 2**20
+TAR, PART_BYTES, MIN_PART_MIB = "run.tar", 15 * 2**20, 1 / 16
 RUN_FILES = ("train_log.csv", "valid_log.csv", "plot.png", "config.json")
 DEVICE_FILE, PROPOSER_DIR = "device.json", "proposer"
 
@@ -207,8 +207,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "pack":
             notes = dict(n.partition("=")[::2] for n in args.note)
-            if not args.part_mib >= 1:  # smaller parts only multiply the files to fetch
-                raise UsageError(f"--part-mib must be at least 1, got {args.part_mib}")
+            if not args.part_mib >= MIN_PART_MIB:  # 0 made parts of one byte: a million files
+                raise UsageError(f"--part-mib must be at least {MIN_PART_MIB} (64 KiB), got {args.part_mib}")
             if not args.run.is_dir():
                 raise UsageError(f"{args.run}: no such run folder")
             part = int(args.part_mib * 2**20)

@@ -148,6 +148,9 @@ def test_a_fresh_run_starts_from_another_models_matching_weights(
     for name, tensor in ours.items():  # one step at a learning rate of 1e-12 changes nothing visible
         assert torch.allclose(tensor, theirs[name], atol=1e-6), name
     assert main([*cli(data_folder, tmp_path / "other", 1), "--init-from", str(tmp_path / "none")]) == 2
+    assert "none: no such file or folder" in capsys.readouterr().err
+    (tmp_path / "empty").mkdir()
+    assert main([*cli(data_folder, tmp_path / "other", 1), "--init-from", str(tmp_path / "empty")]) == 2
     assert "no checkpoint in" in capsys.readouterr().err
 
 
