@@ -522,6 +522,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.bootstrap < 0:
         print("error: --bootstrap must be 0 (none) or a number of resamples", file=sys.stderr)
         return 2
+    out = args.out or work_dir() / "eval" / model_path.name
     try:
         model, vocab, proposer = load_any(model_path)
         if args.proposer is not None:
@@ -558,6 +559,10 @@ def main(argv: list[str] | None = None) -> int:
                 args.bootstrap, lines,
             )  # fmt: skip
 
+        try:  # made before the decode, so a folder that cannot be made fails at once, not after it
+            out.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise ValueError(f"--out {out}: cannot make the folder for eval.json and eval.md ({e})") from e
         asked: list[tuple[str, str]] = []
         result = run(model, proposer, options, asked)
         refs = [ref for ref, _ in asked]
@@ -572,8 +577,6 @@ def main(argv: list[str] | None = None) -> int:
     except (FileNotFoundError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    out = args.out or work_dir() / "eval" / model_path.name
-    out.mkdir(parents=True, exist_ok=True)
     (out / "eval.json").write_text(json.dumps(result, ensure_ascii=False, indent=1), encoding="utf-8")
     text = markdown(result) + comparison_table(result)
     (out / "eval.md").write_text(text, encoding="utf-8")

@@ -170,7 +170,10 @@ def load_data(folder: Path, max_len: int, batch_tokens: int) -> tuple[Vocab, Pai
     missing = [str(p) for p in needed if not p.is_file()]
     if missing:
         raise UsageError(f"missing data file(s): {', '.join(missing)}; run `make data` first")
-    vocab = Vocab.from_file(needed[0])
+    try:
+        vocab = Vocab.from_file(needed[0])
+    except (RuntimeError, OSError) as e:  # sentencepiece's loader on a file that is not a model
+        raise UsageError(f"{needed[0]}: not a sentencepiece model ({e}); run `make data` again") from e
     train = PairData(read_tsv(needed[1]), vocab, max_len, batch_tokens)
     valid = PairData(read_tsv(needed[2]), vocab, max_len, batch_tokens)
     if not len(train) or not len(valid):
@@ -519,6 +522,10 @@ def train(args: argparse.Namespace, d: Dist) -> int:
     if d.world > 1:
         dist.barrier()
     out = args.out or work_dir() / "train" / args.preset
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise UsageError(f"--out {out}: cannot make the run folder ({e})") from e
     proposer_path = train_proposer(args, d, preset, out)
     mcfg_opts = {k: v for k, v in preset["model"].items()}
     max_len = int(mcfg_opts.get("max_len", ModelConfig.max_len))

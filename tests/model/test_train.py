@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -257,3 +258,10 @@ def test_a_file_that_is_not_a_checkpoint_and_a_bad_model_option_are_refused(
     ):
         assert main([*cli(data_folder, tmp_path / "m", 1), "--set", option]) == 2
         assert message in capsys.readouterr().err
+    assert main(cli(data_folder, junk, 1)) == 2  # --out names a file
+    assert "cannot make the run folder" in capsys.readouterr().err
+    broken = tmp_path / "data"
+    shutil.copytree(data_folder, broken)
+    (broken / "spm.model").write_text("not a sentencepiece model\n")
+    assert main(cli(broken, tmp_path / "b", 1)) == 2
+    assert "not a sentencepiece model" in capsys.readouterr().err
