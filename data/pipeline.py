@@ -111,7 +111,10 @@ def read_train_sources(config: DataConfig, report: dict) -> list[tuple[str, list
         files = source_files(config, source)
         read: list[Pair | None] = []
         for path in files:
-            read.extend(read_source(source, path))
+            try:
+                read.extend(read_source(source, path))
+            except (OSError, EOFError, UnicodeDecodeError) as e:  # EOFError: a truncated .gz
+                raise ValueError(f"{path}: cannot be read ({type(e).__name__}: {e})") from e
         malformed = read.count(None)
         pairs = [p for p in read if p is not None] if malformed else cast(list[Pair], read)
         report["sources"][source.name] = {

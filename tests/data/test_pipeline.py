@@ -133,7 +133,8 @@ def test_truncated_gzip_is_a_message(corpus: Path, capsys: pytest.CaptureFixture
     path = corpus / "poetry_lvshi.tsv.gz"
     path.write_bytes(path.read_bytes()[:-12])
     assert main([]) == 2
-    assert "data: error" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "data: error" in err and "poetry_lvshi.tsv.gz" in err  # the file is named
 
 
 @pytest.mark.parametrize(
