@@ -133,9 +133,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             if not only or only == name:
                 spider_args[name][key] = value
     if args.start_url:
-        bad = [
-            u for u in args.start_url if urlparse(u).scheme not in ("http", "https") or not urlparse(u).netloc
-        ]
+        urls = {u: urlparse(u) for u in args.start_url}
+        bad = [u for u, parts in urls.items() if parts.scheme not in ("http", "https") or not parts.netloc]
         if bad:  # refused before the outputs of a fresh crawl are cleared
             sys.exit(f"--start-url takes http(s) URLs, not {', '.join(map(repr, bad))}")
         for name in names:

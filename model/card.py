@@ -315,15 +315,15 @@ def render(
 
 def _read_checkpoint_meta(bundle: Path, name: str = "model.pt") -> dict[str, Any]:
     """Config, step and parameter count from a checkpoint of the bundle."""
-    from model.checkpoint import load_checkpoint, load_model
+    from model.checkpoint import load_checkpoint, model_from_checkpoint
 
     path = bundle / name
     if not path.is_file():
         return {}
     ckpt = load_checkpoint(path)
     meta = {k: v for k, v in ckpt.items() if k not in ("state_dict", "vocab", "optimizer")}
-    model, _, _ = load_model(path)  # the state dict repeats tied weights: count the module's own
-    meta["n_params"] = model.num_parameters()
+    # the state dict repeats tied weights: count the module's own
+    meta["n_params"] = model_from_checkpoint(ckpt).num_parameters()
     return meta
 
 
@@ -349,7 +349,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m model.card", description=__doc__.split("\n\n")[0])
     p.add_argument("bundle", nargs="?", type=Path, default=default_model_dir())
     p.add_argument("--train-dir", type=Path, help="the training run's folder (train_log.csv, valid_log.csv)")
-    p.add_argument("--report", type=Path, default=data_dir() / "report.json", help="the data stage's report")
+    p.add_argument("--report", type=Path, help="the data stage's report (default: make data's report.json)")
     p.add_argument("--bench", type=Path, help="a `make bench` JSON with a `decode` entry (latency)")
     p.add_argument("--hardware", default="not recorded", help="what the model was trained on, in words")
     p.add_argument(
@@ -367,15 +367,14 @@ def main(argv: list[str] | None = None) -> int:
     given = {"--train-dir": args.train_dir, "--report": args.report, "--bench": args.bench}
     given |= {"--proposer-dir": args.proposer_dir, "--extra": args.extra}
     missing = [f"{flag} {path}" for flag, path in given.items() if path is not None and not path.exists()]
-    if args.report == parse_args([]).report:  # the default report may be absent (no `make data` here)
-        missing = [m for m in missing if not m.startswith("--report ")]
+    report = args.report or data_dir() / "report.json"  # the default may be absent (no `make data` here)
     try:
         if missing:
             raise FileNotFoundError(f"no such file or folder: {', '.join(missing)}")
         card = render(
             args.bundle,
             args.train_dir,
-            _read_json(args.report),
+            _read_json(report),
             _read_json(args.bench),
             args.hardware,
             args.proposer_dir,

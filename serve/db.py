@@ -68,14 +68,18 @@ def store_url(url: str) -> URL:
     return parsed
 
 
-def make_engine(url: str) -> Engine:
-    """Engine for ``url``; for an SQLite file, its folder is created and WAL switched on."""
+def make_engine(url: str, create: bool = True) -> Engine:
+    """Engine for ``url``; for an SQLite file, its folder is created and WAL switched on.
+    ``create=False``: an SQLite file that does not exist is a ValueError (a reader of the
+    store, given a mistyped path, would otherwise open a new empty one)."""
     parsed = store_url(url)
     if parsed.get_backend_name() != "sqlite":
         # A server's sync endpoints run on up to 40 threads; 16 connections serve them (an
         # insert is short), so several servers stay well under PostgreSQL's 100 connections.
         return create_engine(parsed, pool_size=8, max_overflow=8, pool_timeout=60, pool_pre_ping=True)
     if parsed.database and parsed.database != ":memory:":
+        if not create and not Path(parsed.database).is_file():
+            raise ValueError(f"no feedback database at {parsed.database}")
         Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
     engine = create_engine(parsed, pool_size=8, max_overflow=32, pool_timeout=60)
     event.listen(engine, "connect", _sqlite_pragmas)

@@ -21,7 +21,7 @@ from sqlalchemy.orm import Session
 
 from data.paths import work_dir
 from model.rules import check
-from serve.db import Feedback, init_db, make_engine, store_url
+from serve.db import Feedback, init_db, make_engine
 from serve.settings import Settings, settings_problems
 
 
@@ -70,13 +70,9 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--out {out} is a folder; name the file to write")
     try:
         url = Settings().database_url if args.database_url is None else args.database_url
-        parsed = store_url(url)
-        database = parsed.database or ""
-        if parsed.get_backend_name() == "sqlite" and database != ":memory:" and not Path(database).is_file():
-            # Opening it would create an empty store, and the export would overwrite ``out``
-            # with nothing: a typo in the path must not cost the accepted pairs written before.
-            parser.error(f"no feedback database at {database}")
-        engine = make_engine(url)
+        # Not created when missing: the export would overwrite ``out`` with nothing, and a typo
+        # in the path must not cost the accepted pairs written before.
+        engine = make_engine(url, create=False)
     except ValidationError as e:
         parser.error(settings_problems(e))
     except (ValueError, ImportError) as e:  # ImportError: no driver for the URL's database
