@@ -117,7 +117,33 @@ def crawl(args: argparse.Namespace, names: list[str], spider_args: dict[str, dic
             own.set("JOBDIR", str(args.out.resolve() / "jobs" / name))
         process.crawl(Crawler(loader.load(name), own, init_reactor=i == 0), **spider_args.get(name, {}))
     process.start()
-    return 1 if process.bootstrap_failed else 0
+    failed = [name for name in names if not report(args.out, name)]
+    return 1 if process.bootstrap_failed or failed else 0
+
+
+def report(out: Path, name: str) -> bool:
+    """Print one spider's outcome from its stats file; False when it fetched no page at all
+    because every download failed (a wrong host, no network), which is not a finished crawl."""
+    path = out / f"{name}.stats.json"
+    if not path.exists():
+        return True  # the spider never opened (bootstrap failure, reported by Scrapy)
+    stats = json.loads(path.read_text(encoding="utf-8"))
+    pages = stats.get("downloader/response_count", 0)
+    errors = stats.get("downloader/exception_count", 0)
+    print(
+        f"{name}: {stats.get('item_scraped_count', 0)} pairs written, {pages} pages fetched, "
+        f"{errors} download errors ({stats.get('finish_reason', '?')}) -> {out / f'{name}.jsonl'}",
+        flush=True,
+    )
+    if pages or not errors:
+        return True
+    prefix = "downloader/exception_type_count/"
+    kinds = sorted(k.removeprefix(prefix).rpartition(".")[2] for k in stats if k.startswith(prefix))
+    print(
+        f"{name}: no page could be fetched ({', '.join(kinds)}); check the start URL and the network",
+        file=sys.stderr,
+    )
+    return False
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -69,3 +69,31 @@ def test_bad_options_are_refused_before_the_last_crawl_is_cleared(
     )
     assert done.returncode != 0 and says in done.stderr and "Traceback" not in done.stderr
     assert (tmp_path / "sina.jsonl").read_text(encoding="utf-8").count("\n") == 1  # not emptied
+
+
+def test_a_crawl_that_fetches_nothing_fails_and_says_why(tmp_path: Path) -> None:
+    import socket
+
+    with socket.socket() as s:  # a loopback port with nothing listening on it
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    done = subprocess.run(
+        [*crawl_cmd("sina", "--fast"), "--out", str(tmp_path), "--start-url", f"http://127.0.0.1:{port}/"],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 1, done.stderr[-2000:]
+    assert "sina: 0 pairs written, 0 pages fetched" in done.stdout
+    assert "no page could be fetched (" in done.stderr and "ConnectionRefusedError)" in done.stderr
+
+
+@pytest.mark.slow
+def test_a_crawl_reports_what_it_fetched(tmp_path: Path) -> None:
+    site = build_site(HAND_PAIRS)
+    with MirrorServer(site) as mirror:
+        done = subprocess.run(
+            [*crawl_cmd("sina", "--fast"), "--out", str(tmp_path), "--start-url", mirror.url(site.start["sina"])],
+            capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    got = len(read_items(tmp_path / "sina.jsonl"))
+    assert got and f"sina: {got} pairs written, " in done.stdout and " download errors (finished) -> " in done.stdout
