@@ -9,7 +9,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from model.bundle import MODEL_FILE
+from model.bundle import MODEL_FILE, PROPOSER_FILE
 from serve.settings import Settings, settings_problems
 
 LOG_LEVELS = ("critical", "error", "warning", "info", "debug", "trace")
@@ -23,14 +23,22 @@ def port(text: str) -> int:
 
 def preflight(settings: Settings) -> str:
     """What would stop the server's start-up, said in one line ("" for nothing): a model file
-    that is not a checkpoint, a feedback store that cannot be reached."""
+    or proposer that is not a checkpoint (or a proposer that does not fit the model), a feedback
+    store that cannot be reached."""
     from sqlalchemy.exc import SQLAlchemyError
 
     from model.checkpoint import load_checkpoint
     from serve.db import make_engine
 
     try:
-        load_checkpoint(settings.model_dir / MODEL_FILE)
+        model = load_checkpoint(settings.model_dir / MODEL_FILE)
+        proposer_path = settings.model_dir / PROPOSER_FILE
+        if proposer_path.exists():  # the fast mode's tagger: the same checks load_proposer makes
+            proposer = load_checkpoint(proposer_path)
+            if proposer["model_config"].get("kind") != "tagger":
+                raise ValueError(f"{proposer_path}: a proposer must be an encoder-only tagger")
+            if proposer["vocab"] != model["vocab"]:
+                raise ValueError(f"{proposer_path}: the proposer's vocabulary differs from the model's")
     except (OSError, ValueError) as e:
         return f"cannot load the model bundle: {e}"
     try:

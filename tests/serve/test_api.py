@@ -249,3 +249,29 @@ def test_serve_refuses_what_would_stop_it_in_one_line(tmp_path: Path, args: list
     r = subprocess.run([sys.executable, "-m", "serve", *args], capture_output=True, text=True, timeout=120)
     assert r.returncode == 2, r.stderr
     assert says in r.stderr and "Traceback" not in r.stderr
+
+
+@pytest.mark.parametrize("proposer", ["junk", "seq2seq"])
+def test_serve_refuses_a_bundle_whose_proposer_will_not_load(
+    tmp_path: Path, bundle_a: Path, proposer: str
+) -> None:
+    import shutil
+    import subprocess
+    import sys
+
+    from model.bundle import MODEL_FILE, PROPOSER_FILE
+
+    bundle = tmp_path / "bundle"
+    shutil.copytree(bundle_a, bundle)
+    if proposer == "junk":
+        (bundle / PROPOSER_FILE).write_bytes(b"PK\x03\x04 truncated")
+        says = "not a checkpoint"
+    else:  # an encoder-decoder where the tagger belongs
+        shutil.copy(bundle / MODEL_FILE, bundle / PROPOSER_FILE)
+        says = "must be an encoder-only tagger"
+    r = subprocess.run(
+        [sys.executable, "-m", "serve", "--model", str(bundle), "--database-url", f"sqlite:///{tmp_path / 'f.db'}"],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert r.returncode == 2, r.stderr
+    assert says in r.stderr and "proposer.pt" in r.stderr and "Traceback" not in r.stderr
