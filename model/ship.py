@@ -116,7 +116,9 @@ def is_packed(folder: Path) -> bool:
 def unpack(folder: Path, into: Path) -> Path:
     """Join ``folder``'s parts and extract them into ``into``; returns the run folder."""
     if into.exists() and any(into.iterdir()):
-        raise UsageError(f"{into} is not empty; name another folder with --into")
+        again = f"; or finish the run unpacked there: python -m model.ship finish {into / 'run'}"
+        unpacked = (into / "run").is_dir()  # a rerun after a finish that failed later
+        raise UsageError(f"{into} is not empty; name another folder with --into" + again * unpacked)
     parts = sorted(folder.glob(f"{TAR}.part-*")) or [folder / TAR]
     into.mkdir(parents=True, exist_ok=True)
     joined = into / TAR

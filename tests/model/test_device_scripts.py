@@ -125,6 +125,8 @@ def test_pack_halves_the_checkpoints_and_unpack_joins_the_parts(tmp_path: Path, 
             assert torch.allclose(ckpt["state_dict"][name].float(), value, atol=1e-3)
     assert load_checkpoint(back / "best.pt")["best_valid"] == 1.5
     with pytest.raises(UsageError, match="not empty"):
+        unpack(tmp_path / "out", tmp_path)  # holds other things, no unpacked run
+    with pytest.raises(UsageError, match=f"not empty.*finish {back}$"):  # a rerun after a failed finish
         unpack(tmp_path / "out", tmp_path / "back")
     for f in files[1:]:  # parts missing: the archive is cut short inside a member
         f.unlink()

@@ -270,7 +270,7 @@ def test_serve_refuses_a_bundle_whose_proposer_will_not_load(
         shutil.copy(bundle / MODEL_FILE, bundle / PROPOSER_FILE)
         says = "must be an encoder-only tagger"
     r = subprocess.run(
-        [sys.executable, "-m", "serve", "--model", str(bundle), "--database-url", f"sqlite:///{tmp_path / 'f.db'}"],
+        [sys.executable, "-m", "serve", "--model", str(bundle), "--database-url", f"sqlite:///{tmp_path}/f.db"],
         capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert r.returncode == 2, r.stderr
