@@ -348,7 +348,8 @@ def _check_end(pos: int, lock: int, end_ok: Tensor, upper: str, want: Tone, tabl
             "tone_end",
             f"锁定的「{tables.pieces[lock]}」决定了下联末字，但下联须以{tone}声收尾",
             f"the lock {tables.pieces[lock]!r} fixes the lower line's last character, whose tone must be "
-            f"{'level' if want == Tone.LEVEL else 'oblique'} (switch the tone rule off or choose another)",
+            f"{'level' if want == Tone.LEVEL else 'oblique'} "
+            "(lock a character of that tone, or leave the last box free)",
         )
 
 

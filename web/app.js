@@ -3,6 +3,8 @@
 
 const $ = (id) => document.getElementById(id);
 let shown = null; // the last answer of /api/v1/generate
+// a character the server mirrors from the upper line (punctuation, symbols): no lock box
+const PUNCTUATION = /[\p{P}\p{S}]/u;
 
 const RULES = [
   ["length", "字数相等"],
@@ -25,12 +27,23 @@ function showError(message) {
   $("error").hidden = !message;
 }
 
+function announce(message) {
+  $("status").textContent = message; // a polite live region: screen readers hear it
+}
+
 async function api(path, body) {
-  const response = await fetch(path, {
-    method: body === undefined ? "GET" : "POST",
-    headers: body === undefined ? {} : { "Content-Type": "application/json" },
-    body: body === undefined ? undefined : JSON.stringify(body),
-  });
+  let response;
+  try {
+    response = await fetch(path, {
+      method: body === undefined ? "GET" : "POST",
+      headers: body === undefined ? {} : { "Content-Type": "application/json" },
+      body: body === undefined ? undefined : JSON.stringify(body),
+    });
+  } catch (_) {
+    // fetch rejects only when no answer came (server down, network gone): the browser's own
+    // English text ("Failed to fetch") says nothing to the reader
+    throw new Error("无法连接服务器，请稍后再试 / Cannot reach the server; try again later");
+  }
   let data = null;
   try {
     data = await response.json();
@@ -52,6 +65,7 @@ function lineView(text, tones, onPick) {
     if (onPick) {
       cell.type = "button";
       cell.title = "锁定这个字";
+      cell.setAttribute("aria-label", `锁定「${ch}」为下联第 ${i + 1} 字`);
       cell.addEventListener("click", () => onPick(i, ch));
     }
     const tone = tones[i] || "";
@@ -75,7 +89,12 @@ function rebuildLocks() {
     const cell = el("label", "lock-cell");
     const input = el("input", "lock");
     input.maxLength = 1;
-    input.value = old[i] || "";
+    if (PUNCTUATION.test(ch)) {
+      input.value = ch; // punctuation is mirrored, never locked
+      input.disabled = true;
+    } else {
+      input.value = old[i] && !PUNCTUATION.test(old[i]) ? old[i] : "";
+    }
     input.setAttribute("aria-label", `下联第 ${i + 1} 字（对上联「${ch}」）`);
     cell.append(el("span", "lock-over", ch), input);
     box.append(cell);
@@ -84,13 +103,17 @@ function rebuildLocks() {
 }
 
 function lockPattern() {
-  const values = [...$("locks").querySelectorAll("input")].map((input) => input.value.trim() || "_");
+  const values = [...$("locks").querySelectorAll("input")].map((input) =>
+    input.disabled ? "_" : input.value.trim() || "_",
+  );
   return values.some((v) => v !== "_") ? values.join("") : null;
 }
 
 function lockAt(position, ch) {
-  const inputs = $("locks").querySelectorAll("input");
-  if (inputs[position]) inputs[position].value = inputs[position].value === ch ? "" : ch;
+  const input = $("locks").querySelectorAll("input")[position];
+  if (!input || input.disabled) return;
+  input.value = input.value === ch ? "" : ch;
+  announce(input.value ? `已锁定下联第 ${position + 1} 字「${ch}」` : `已解锁下联第 ${position + 1} 字`);
 }
 
 function reportView(report) {
@@ -108,6 +131,9 @@ function reportView(report) {
 
 async function vote(item, candidate, value) {
   const status = item.querySelector(".vote-status");
+  const buttons = item.querySelectorAll(".vote");
+  if ([...buttons].some((button) => button.disabled)) return; // one vote per candidate
+  buttons.forEach((button) => (button.disabled = true)); // until the answer: no second vote in flight
   try {
     const saved = await api("/api/v1/feedback", {
       kind: "vote",
@@ -117,9 +143,9 @@ async function vote(item, candidate, value) {
       model_version: shown.model_version,
     });
     status.textContent = `已记录（编号 ${saved.id}）`;
-    item.querySelectorAll(".vote").forEach((button) => (button.disabled = true));
   } catch (error) {
     status.textContent = error.message;
+    buttons.forEach((button) => (button.disabled = false)); // not stored: may be sent again
   }
 }
 
@@ -137,7 +163,9 @@ function candidateView(candidate) {
   up.type = down.type = "button";
   up.addEventListener("click", () => vote(item, candidate, 1));
   down.addEventListener("click", () => vote(item, candidate, -1));
-  votes.append(up, down, el("span", "vote-status"));
+  const status = el("span", "vote-status");
+  status.setAttribute("role", "status");
+  votes.append(up, down, status);
   item.append(votes);
   return item;
 }
@@ -161,6 +189,7 @@ function render(answer) {
   $("none").hidden = answer.candidates.length > 0;
   $("own-result").hidden = true;
   $("result").hidden = false;
+  announce(answer.candidates.length ? `得到 ${answer.candidates.length} 条下联` : "没有合适的下联");
 }
 
 async function ask(event) {
@@ -178,6 +207,10 @@ async function ask(event) {
     if ($("diverse").checked) body.diverse = true;
     render(await api("/api/v1/generate", body));
   } catch (error) {
+    // The last answer goes: feedback given below it would be stored against a line the
+    // input no longer shows
+    shown = null;
+    $("result").hidden = true;
     showError(error.message);
   } finally {
     $("busy").hidden = true;
@@ -188,12 +221,17 @@ async function ask(event) {
 async function submitOwn(event) {
   event.preventDefault();
   const result = $("own-result");
+  const button = $("own").querySelector("button[type=submit]");
+  if (!shown || button.disabled) return;
+  button.disabled = true; // no second copy while the first is in flight
   try {
     const saved = await api("/api/v1/feedback", { kind: "own", upper: shown.upper, lower: $("own-lower").value });
     const broken = RULES.filter(([key]) => saved.report[key] === false).map(([, label]) => label);
     result.textContent = `已收到（编号 ${saved.id}）。` + (broken.length ? `不合规则：${broken.join("、")}` : "合乎基本规则，谢谢！");
   } catch (error) {
     result.textContent = error.message;
+  } finally {
+    button.disabled = false;
   }
   result.hidden = false;
 }

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sqlite3
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -80,3 +81,76 @@ def test_type_submit_vote_and_find_it_stored(live: LiveServer, settings: Setting
     with sqlite3.connect(db) as con:
         stored = con.execute("SELECT kind, upper, lower, vote FROM feedback ORDER BY id").fetchall()
     assert stored == [("vote", upper, "".join(first_line), 1), ("own", upper, "红梅白雪，万里诗篇", None)]
+
+
+def answer(page: Any, upper: str) -> None:
+    """Ask for ``upper`` and wait until its answer, not the last one, is on the page."""
+    from playwright.sync_api import expect
+
+    page.fill("#upper", upper)
+    page.click("#go")
+    expect(page.locator("#upper-shown .char")).to_have_text(list(upper))
+    expect(page.locator("#candidates > li").first).to_be_visible()
+
+
+def test_failures_double_clicks_and_a_phone_screen(live: LiveServer, settings: Settings) -> None:
+    from playwright.sync_api import expect, sync_playwright
+
+    upper = "绿水青山，千秋画卷"
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 375, "height": 667})
+            page.goto(live.url + "/")
+            expect(page.locator("#model-version")).to_contain_text("模型")  # /api/v1/model answered
+            expect(page.locator("#fast-label")).to_be_hidden()  # this bundle has no proposer
+
+            # a line not in the training set: no badge, not even an empty pill
+            answer(page, "东西南北")
+            expect(page.locator("#badge")).to_be_hidden()
+            expect(page.locator("#status")).to_contain_text("条下联")  # said to screen readers
+
+            # punctuation is mirrored: its lock box is shown, filled and not editable
+            page.fill("#upper", upper)
+            locks = page.locator("#locks input")
+            expect(locks.nth(4)).to_be_disabled()
+            expect(locks.nth(4)).to_have_value("，")
+
+            # a long line wraps on a phone instead of running off the screen
+            answer(page, "一帆风顺年年好，书山有路勤为径")
+            assert page.evaluate("document.documentElement.scrollWidth") <= 375
+
+            # two votes fired at once on one candidate, and two submissions of one's own line:
+            # one of each is stored
+            answer(page, upper)
+            first = page.locator("#candidates > li").first
+            first.locator("button.vote.up").evaluate(
+                "b => { b.click(); b.click(); b.parentElement.querySelector('.down').click(); }"
+            )
+            expect(first.locator(".vote-status")).to_contain_text("已记录")
+            page.fill("#own-lower", "红梅白雪，万里诗篇")
+            page.evaluate(
+                "() => { const f = document.getElementById('own'); f.requestSubmit(); f.requestSubmit(); }"
+            )
+            expect(page.locator("#own-result")).to_contain_text("已收到")
+
+            # a refused line takes the last answer away, so feedback cannot go to the old line
+            page.fill("#upper", "abc")
+            page.click("#go")
+            expect(page.locator("#error")).to_be_visible()
+            expect(page.locator("#result")).to_be_hidden()
+
+            # no answer at all (the connection fails): a message in both languages
+            page.route("**/api/v1/generate", lambda route: route.abort("connectionrefused"))
+            page.fill("#upper", upper)
+            page.click("#go")
+            expect(page.locator("#error")).to_contain_text("无法连接服务器")
+            expect(page.locator("#error")).to_contain_text("Cannot reach the server")
+            expect(page.locator("#go")).to_be_enabled()
+        finally:
+            browser.close()
+
+    db = settings.database_url.removeprefix("sqlite:///")
+    with sqlite3.connect(db) as con:
+        stored = con.execute("SELECT kind, vote FROM feedback ORDER BY id").fetchall()
+    assert stored == [("vote", 1), ("own", None)]
