@@ -1,11 +1,12 @@
-"""Normalisation of couplet lines: whitespace, compatibility forms, punctuation, script.
+"""Normalisation of couplet lines: whitespace, compatibility forms, punctuation, script, variants.
 
 Each step is a ``str.translate`` over a lazily filled per-character table, so a character
 is examined once for the whole corpus (~9K distinct characters, ~20M occurrences), and
 ``normalize_many`` finds in numpy the few lines holding a character that any step
 changes: the others are not touched at all. Traditional-to-simplified conversion needs phrase context
 (乾坤 stays, 乾燥 becomes 干燥), so only lines holding a character that OpenCC changes go
-through OpenCC itself; every other line is left alone, which is exact and fast.
+through OpenCC itself; every other line is left alone, which is exact and fast. Variant
+characters that OpenCC keeps (疎, 隠: ``data/variants.txt``) become their standard form.
 """
 
 from __future__ import annotations
@@ -14,11 +15,14 @@ import unicodedata
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
 
 from data.chars import CharBatch
 from data.text import ASCII_TO_FULLWIDTH, PUNCTUATION
 
-STEPS = ("whitespace", "compat", "punct", "t2s")
+STEPS = ("whitespace", "compat", "punct", "t2s", "variants")
+VARIANTS = Path(__file__).with_name("variants.txt")
 
 
 class _LazyTable(dict[int, str | None]):
@@ -53,12 +57,27 @@ def _fold_punct(ch: str) -> str:
     return ASCII_TO_FULLWIDTH.get(ch) or DASH.get(ch, ch)
 
 
+@cache
+def variant_table(path: Path = VARIANTS) -> dict[int, str]:
+    """``str.translate`` table of ``path``: variant character -> standard form."""
+    table: dict[int, str] = {}
+    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip() or line.startswith("#"):
+            continue
+        variant, _, standard = line.partition("\t")
+        if len(variant) != 1 or len(standard) != 1 or variant == standard:
+            raise ValueError(f"{path}:{n}: expected a variant character, a tab and its standard form")
+        table[ord(variant)] = standard
+    return table
+
+
 @dataclass
 class Normalizer:
     """Normalise lines and count, per step, how many lines each step changed."""
 
     t2s: bool = True
     counts: Counter[str] = field(default_factory=Counter)
+    variants: bool = True  # with t2s only: the variant forms belong to the script conversion
 
     def __post_init__(self) -> None:
         self._ws = _LazyTable(_fold_whitespace)
@@ -69,6 +88,7 @@ class Normalizer:
         self._trad = _LazyTable(self._keep_if_traditional)
         self._cc: object | None = None
         self._needs: dict[str, bool] = {}
+        self._variants = variant_table() if self.t2s and self.variants else {}
 
     def _converter(self) -> object:
         # Built on first use: OpenCC loads its dictionaries, which is not free.
@@ -99,13 +119,13 @@ class Normalizer:
         line = self._step("whitespace", line, self._ws)
         line = self._step("compat", line, self._compat)
         line = self._step("punct", line, self._punct)
-        return self.to_simplified(line)
+        return self._step("variants", self.to_simplified(line), self._variants)
 
     def _changes(self, ch: str) -> bool:
         if ch in self._needs:
             return self._needs[ch]
         out = ch.translate(self._ws).translate(self._compat).translate(self._punct)
-        changed = out != ch or (self.t2s and bool(ch.translate(self._trad)))
+        changed = out != ch or (self.t2s and bool(ch.translate(self._trad))) or ord(ch) in self._variants
         self._needs[ch] = changed
         return changed
 

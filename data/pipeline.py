@@ -30,7 +30,7 @@ from data.chars import CharBatch
 from data.config import DataConfig
 from data.dedup import Deduper
 from data.filters import PairFilter
-from data.normalize import STEPS, Normalizer
+from data.normalize import STEPS, VARIANTS, Normalizer
 from data.sensitive import SensitiveFilter, read_words
 from data.sources import Pair, Source, read_source, source_present
 from data.vocab import Vocab
@@ -73,7 +73,7 @@ def stamp(config: DataConfig) -> str:
     """Hash of the configuration, every input file's size and mtime, and this stage's code."""
     h = hashlib.sha256(json.dumps(config.as_dict(), sort_keys=True).encode())
     inputs = [p for s in config.sources for p in source_files(config, s)]
-    inputs += [config.corpus_dir / config.badwords, config.allow_list]
+    inputs += [config.corpus_dir / config.badwords, config.allow_list, VARIANTS]
     inputs += sorted(Path(__file__).parent.glob("*.py"))
     for path in inputs:
         if path.exists():
@@ -325,7 +325,9 @@ def _run(config: DataConfig) -> dict:
         train = _split_and_write(kept, candidates, test, config, report)
     with timer("vocab"):
         vocab = build_vocab(train, config, report)
-        report["vocab"] |= coverage(vocab, test.lines)
+        # as the model meets them: normalised like every input (a served upper line too)
+        sides = [side for line in test.lines for side in line.split("\t")]
+        report["vocab"] |= coverage(vocab, Normalizer(t2s=config.t2s).normalize_many(sides))
     report["seconds"] = timer.seconds | {"total": round(sum(timer.seconds.values()), 3)}
     report["cpu_seconds"] = timer.cpu_seconds | {"total": round(sum(timer.cpu_seconds.values()), 3)}
     write_lines(config.out_dir / "DATA_CARD.md", [data_card(report)])
@@ -410,7 +412,8 @@ def data_card(report: dict) -> str:
             *_table("source read", sources),
             f"Normalisation (lines changed, of {norm['lines']}): {changed}. Whitespace removed,",
             "compatibility forms folded (full-width Chinese punctuation kept), ASCII punctuation",
-            "to full-width (the corpus's `--` to `——`), traditional to simplified (OpenCC t2s).",
+            "to full-width (the corpus's `--` to `——`), traditional to simplified (OpenCC t2s),",
+            "variant characters that OpenCC keeps to their standard form (`data/variants.txt`).",
             "",
             *_table("dropped by filter", report["filter"]),
             "Punctuation must be the same mark at the same positions (COUPLET_RULES.md, rule 2).",
@@ -423,7 +426,8 @@ def data_card(report: dict) -> str:
             "",
             f"Splits: train {sp['train']}, valid {sp['valid']} ({sp['valid_uppers']} whole upper lines),",
             f"test {sp['test']}: the standard wb14123 test set byte for byte, {sp['test_leakfree']} of it",
-            f"leak-free ({sp['test_leak']} test upper lines are upper lines of the training sources).",
+            f"leak-free ({sp['test_leak']} test pairs have an upper line that is an upper line of the",
+            "training sources).",
             "Training pairs whose upper line is a test upper line were removed:",
             f"{sp['train_removed_test_upper']}.",
             "",
@@ -431,7 +435,7 @@ def data_card(report: dict) -> str:
             f"{vo['min_char_count']} times in train; others map to the unknown token, never dropped).",
             f"Test character coverage {vo['test_char_coverage']:.4%},",
             f"{vo['test_unknown_types']} unknown",
-            "character types in the test set.",
+            "character types in the test set (normalised as inputs are).",
             "",
             "Known limits: the sensitive-word list both misses and over-hits; about 3.8% of the",
             "original wb14123 pairs are missing upstream, so rare characters are under-represented.",

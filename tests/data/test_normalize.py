@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
-from data.normalize import Normalizer
+from pathlib import Path
+
+import pytest
+
+from data.normalize import Normalizer, variant_table
 
 
 def test_whitespace_removed_and_counted() -> None:
@@ -42,6 +46,28 @@ def test_traditional_to_simplified_with_phrase_context() -> None:
 
 def test_t2s_can_be_switched_off() -> None:
     assert Normalizer(t2s=False)("後來") == "後來"
+    assert Normalizer(t2s=False)("疎影") == "疎影"  # the variants go with it
+
+
+def test_variant_forms_that_opencc_keeps_become_standard() -> None:
+    norm = Normalizer()
+    # 疎 and 隠 are left by OpenCC's t2s; 鴈 and 髪 too (data/variants.txt)
+    assert norm("疎影横斜") == "疏影横斜"
+    assert norm("隠隠青山") == "隐隐青山"
+    assert norm("鴈字回时") == "雁字回时" and norm("白髪三千") == "白发三千"
+    assert norm("後來鴈") == "后来雁"  # after OpenCC, in one line
+    assert norm.counts["variants"] == 5 and norm.counts["t2s"] == 1
+    assert Normalizer(variants=False)("疎影") == "疎影"
+
+
+def test_variant_table_is_well_formed(tmp_path: Path) -> None:
+    table = variant_table()
+    assert len(table) > 50 and all(len(v) == 1 and chr(k) != v for k, v in table.items())
+    assert not set(table.values()) & {chr(k) for k in table}  # no standard form is itself a variant
+    bad = tmp_path / "v.txt"
+    bad.write_text("# a comment\n疎疏\n", encoding="utf-8")
+    with pytest.raises(ValueError, match=r"v\.txt:2"):
+        variant_table(bad)
 
 
 def test_clean_line_is_untouched_and_uncounted() -> None:
@@ -51,7 +77,7 @@ def test_clean_line_is_untouched_and_uncounted() -> None:
 
 
 def test_batch_equals_line_by_line() -> None:
-    lines = ["春风入户", " 後來,", "ＡＢ", "瑞雪迎门", "", "乾坤 清", "花开!"]
+    lines = ["春风入户", " 後來,", "ＡＢ", "瑞雪迎门", "", "乾坤 清", "花开!", "疎影", "後來鴈"]
     one, many = Normalizer(), Normalizer()
     assert many.normalize_many(lines) == [one(x) for x in lines]
     assert many.counts == one.counts
