@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import unicodedata
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
@@ -101,7 +101,7 @@ class Normalizer:
     def _keep_if_traditional(self, ch: str) -> str | None:
         return ch if self._converter().convert(ch) != ch else None  # type: ignore[attr-defined]
 
-    def _step(self, name: str, line: str, table: dict[int, str | None]) -> str:
+    def _step(self, name: str, line: str, table: Mapping[int, str | None]) -> str:
         out = line.translate(table)
         if out != line:
             self.counts[name] += 1
