@@ -21,7 +21,7 @@ import numpy as np
 from data.chars import MAX_CODE, CharBatch
 from data.sensitive import SensitiveFilter
 from data.text import PUNCTUATION, is_han, is_punct
-from model.rules import punctuation_mirrored
+from model.rules import no_reuse, punctuation_mirrored, repeats_mirrored
 
 Pair = tuple[str, str]
 REASONS = (
@@ -31,6 +31,8 @@ REASONS = (
     "foreign_chars",
     "punct_not_mirrored",
     "same_lines",
+    "repeats_not_mirrored",
+    "reused_chars",
     "sensitive",
 )
 
@@ -59,6 +61,12 @@ def pair_problem(upper: str, lower: str, min_len: int = 2, max_len: int = 32) ->
         return "punct_not_mirrored"
     if upper == lower:
         return "same_lines"
+    # COUPLET_RULES.md's hard rules 3 and 4: the search never breaks them, so the model
+    # should not learn from pairs that do (about 0.15% of the training sources)
+    if not repeats_mirrored(upper, lower):
+        return "repeats_not_mirrored"
+    if not no_reuse(upper, lower):
+        return "reused_chars"
     return None
 
 
@@ -133,6 +141,8 @@ class PairFilter:
             self._mask(n, batch.lines_with(foreign)),
             self._mask(n, self._punct_bad(uppers, lowers, punct_lines[~unequal[punct_lines]])),
             np.fromiter(map(operator.eq, uppers, lowers), bool, n),
+            np.fromiter((not repeats_mirrored(u, w) for u, w in pairs), bool, n),
+            np.fromiter((not no_reuse(u, w) for u, w in pairs), bool, n),
         ]
         masks.append(self._sensitive_mask(pairs, batch, np.logical_or.reduce(masks)))
         return masks

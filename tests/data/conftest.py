@@ -7,20 +7,23 @@ from pathlib import Path
 
 import pytest
 
-HEADS = "春夏秋冬东南西北"
-TAILS = "山水花鸟风云雨雪"
+HEADS, TAILS = "春夏秋冬东南西北", "山水花鸟风云雨雪"  # the upper lines' alphabets
+LOW_HEADS, LOW_TAILS = "江河湖海日星辰露", "青红紫白金银铜铁"  # the lower lines': no reuse
 
 
 def made_up_pairs(n: int, offset: int = 0) -> list[tuple[str, str]]:
-    """Distinct, well-formed five-character pairs built from two small alphabets."""
+    """Distinct, well-formed five-character pairs built from small alphabets: the lower line
+    shares no character with its upper line, and its repeats mirror the upper line's."""
     pairs = []
     for k in range(offset, offset + n):
         a, b = HEADS[k % 8], TAILS[(k // 8) % 8]
-        c, d = TAILS[k % 8], HEADS[(k // 8) % 8]
+        c, d = LOW_TAILS[k % 8], LOW_HEADS[(k // 8) % 8]
         pairs.append((f"{a}{b}{k:03d}", f"{c}{d}{k:03d}"))
-    # Digits are foreign characters: map them to Han numerals so the pairs are valid.
-    digits = str.maketrans("0123456789", "零一二三四五六七八九")
-    return [(u.translate(digits), w.translate(digits)) for u, w in pairs]
+    # Digits are foreign characters: map them to Han numerals (another set in the lower line,
+    # the same pattern) so the pairs are valid.
+    upper_digits = str.maketrans("0123456789", "零一二三四五六七八九")
+    lower_digits = str.maketrans("0123456789", "甲乙丙丁戊己庚辛壬癸")
+    return [(u.translate(upper_digits), w.translate(lower_digits)) for u, w in pairs]
 
 
 def write_tsv(path: Path, pairs: list[tuple[str, str]], gz: bool = False) -> None:

@@ -25,6 +25,11 @@ CASES = [
     (("春风，入户", "瑞雪。迎门"), "punct_not_mirrored"),
     (("春风，入户", "瑞雪，迎门"), None),
     (("春风入户", "春风入户"), "same_lines"),
+    (("天天向上", "步步登高"), None),
+    (("天天向上", "步登高高"), "repeats_not_mirrored"),  # 叠字 at another place
+    (("春风入户", "秋月生辉辉"[:4]), None),
+    (("春风入户", "秋风生辉"), "reused_chars"),  # 风 again
+    (("春风，入户", "瑞雪，迎门"), None),  # a mirrored mark is not a reused character
     (("春风月经", "瑞雪迎门"), "sensitive"),
     (("春风入户", "瑞雪坏蛋"), "sensitive"),
 ]
