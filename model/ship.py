@@ -85,21 +85,24 @@ def pack(
         out.mkdir(parents=True, exist_ok=True)
         for old in [out / TAR, *out.glob(f"{TAR}.part-*")]:
             old.unlink(missing_ok=True)
-        with tarfile.open(out / TAR, "w") as tar:
+        # built beside the stage, then cut into ``out``: a pack killed half-way never leaves
+        # one whole tar over the device tool's 16 MiB in $OUT, only parts or nothing
+        with tarfile.open(stage / TAR, "w") as tar:
             tar.add(stage / "run", arcname="run")
-        return split(out / TAR, part_bytes), record
+        return split(stage / TAR, part_bytes, out), record
     finally:
         shutil.rmtree(stage, ignore_errors=True)
 
 
-def split(path: Path, part_bytes: int) -> list[Path]:
-    """Cut ``path`` into ``path.part-000``... of ``part_bytes`` when it is larger (``cat`` joins them)."""
+def split(path: Path, part_bytes: int, out: Path) -> list[Path]:
+    """Move ``path`` into ``out``, cut into ``out/<name>.part-000``... of ``part_bytes`` when it
+    is larger (``cat`` joins them)."""
     if path.stat().st_size <= part_bytes:
-        return [path]
+        return [Path(shutil.move(path, out / path.name))]
     parts: list[Path] = []
     with open(path, "rb") as f:
         while chunk := f.read(part_bytes):
-            part = path.with_name(f"{path.name}.part-{len(parts):03d}")
+            part = out / f"{path.name}.part-{len(parts):03d}"
             part.write_bytes(chunk)
             parts.append(part)
     path.unlink()

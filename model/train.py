@@ -579,6 +579,8 @@ def train(args: argparse.Namespace, d: Dist) -> int:
         print(f"stopped: {state.stop_reason} at step {state.step}, {minutes:.1f} min, best {state.best:.4f}")
         (out / "config.json").write_text(json.dumps({"model": mcfg.to_dict(), "train": asdict(tc)}, indent=1))
         plot(out)
+    if state.stop_reason == "interrupted":  # saved: the chain stops here (a proposer's too)
+        raise KeyboardInterrupt
     if d.world > 1:
         torch.save(model.state_dict(), out / f"final-rank{d.rank}.pt")
         return 0

@@ -11,9 +11,11 @@ from __future__ import annotations
 import csv
 import math
 import os
+import signal
+import threading
 import time
 from collections.abc import Callable, Iterator
-from contextlib import ExitStack
+from contextlib import ExitStack, contextmanager
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Protocol, cast
@@ -337,7 +339,9 @@ class Trainer:
     def computing(self) -> ExitStack:
         return compute_context(self.device, self.bf16)
 
-    def train_step(self, batch: Batch) -> float:
+    def train_step(self, batch: Batch) -> torch.Tensor:
+        """One optimizer step; the loss as a detached tensor on the device, read only when a log
+        line is due (reading it each step would wait for the GPU every step)."""
         self.model.train()
         with self.computing():
             if self.teacher is None:
@@ -356,7 +360,7 @@ class Trainer:
         if self.cfg.clip_norm:
             nn.utils.clip_grad_norm_(self.raw.parameters(), self.cfg.clip_norm)
         self.opt.step()
-        return float(loss.detach())
+        return loss.detach()
 
     def progress(self) -> float:
         parts = [0.0]
@@ -376,7 +380,7 @@ class Trainer:
         """Training time agreed by all ranks (the slowest), so they schedule and stop alike."""
         if self.dist.world == 1:
             return seconds
-        t = torch.tensor([seconds], dtype=torch.float64)
+        t = torch.tensor([seconds], dtype=torch.float64, device=self.device)  # NCCL: on the GPU
         dist.all_reduce(t, op=dist.ReduceOp.MAX)
         return float(t.item())
 
@@ -401,6 +405,18 @@ class Trainer:
         window = _Window(self.state.elapsed)
         pin = self.device.type == "cuda"
         start, base = time.perf_counter(), self.state.elapsed
+        with interrupt_flag(self.dist.world == 1) as interrupted:
+            self._loop(bar, window, pin, start, base, interrupted)
+        bar.close()
+        self.state.stop_reason = self.state.stop_reason or "max_epochs"
+        if self.state.step % self.cfg.eval_every:
+            self.validate()
+        self.save_checkpoint()
+        return self.state
+
+    def _loop(
+        self, bar: Any, window: _Window, pin: bool, start: float, base: float, interrupted: threading.Event
+    ) -> None:
         for batch in prefetch(self.batches(self.state.epoch, self.state.batch_pos), pin=pin):
             batch = batch.to(self.device, non_blocking=pin)
             lr = self.set_lr()
@@ -415,16 +431,12 @@ class Trainer:
                 self.log_train(lr, window, bar)
             if s.step % self.cfg.eval_every == 0:
                 self.validate()
+            if interrupted.is_set():
+                s.stop_reason = "interrupted"
             if self.should_stop() or s.step % self.cfg.save_every == 0:
                 self.save_checkpoint()
             if s.stop_reason:
                 break
-        bar.close()
-        self.state.stop_reason = self.state.stop_reason or "max_epochs"
-        if self.state.step % self.cfg.eval_every:
-            self.validate()
-        self.save_checkpoint()
-        return self.state
 
     # ---- validation and logs -------------------------------------------------------
 
@@ -470,6 +482,29 @@ class Trainer:
                 self.hooks.on_log(row)
 
 
+@contextmanager
+def interrupt_flag(wanted: bool) -> Iterator[threading.Event]:
+    """While training: the first SIGINT (Ctrl-C, or ``timeout -s INT`` on a lent machine) only
+    sets the event, so the loop stops after its step, validates and saves; a second one
+    interrupts at once. ``wanted`` False (several ranks, which must stop at the same step) or
+    outside the main thread: SIGINT keeps its usual KeyboardInterrupt."""
+    event = threading.Event()
+    if not wanted or threading.current_thread() is not threading.main_thread():
+        yield event
+        return
+
+    def first(signum: int, frame: object) -> None:
+        event.set()
+        signal.signal(signal.SIGINT, previous)  # the next Ctrl-C is the usual one
+        print("\ninterrupted: stopping after this step to validate and save", flush=True)
+
+    previous = signal.signal(signal.SIGINT, first)
+    try:
+        yield event
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
 class _Window:
     """Mean loss and pairs per second since the last log line."""
 
@@ -478,17 +513,17 @@ class _Window:
         self.reset()
 
     def reset(self) -> None:
-        self.losses: list[float] = []
+        self.losses: list[torch.Tensor] = []
         self.pairs = 0
         self.t_start = self.t_end
 
-    def add(self, loss: float, pairs: int, elapsed: float) -> None:
+    def add(self, loss: torch.Tensor, pairs: int, elapsed: float) -> None:
         self.losses.append(loss)
         self.pairs += pairs
         self.t_end = elapsed
 
     def mean_loss(self) -> float:
-        return sum(self.losses) / max(1, len(self.losses))
+        return float(torch.stack(self.losses).float().mean()) if self.losses else 0.0
 
     def rate(self) -> float:
         span = self.t_end - self.t_start

@@ -61,6 +61,10 @@ t0 = time.monotonic()
 import torch
 
 preset, proposer, total, overhead, require, seconds = sys.argv[1:]
+if sys.version_info < (3, 10):  # X | Y at run time, zip(strict=...): stop now, not after minutes
+    sys.exit(f"error: python {sys.version.split()[0]} here; the training code needs 3.10 or newer")
+if tuple(int(x) for x in torch.__version__.split("+")[0].split(".")[:2]) < (2, 3):
+    sys.exit(f"error: torch {torch.__version__} here; the training code needs 2.3 or newer (sdpa_kernel)")
 ok = torch.cuda.is_available()
 name = torch.cuda.get_device_name(0) if ok else "no CUDA device"
 print(f"torch {torch.__version__}, CUDA {torch.version.cuda}: {name}", file=sys.stderr)
@@ -87,7 +91,7 @@ EOF
     # 3. train (the proposer first, by the preset's "proposer" key), never past the budget
     local sets=()
     [ -n "$proposer" ] && sets=(--set "proposer=$proposer")
-    local stop=(timeout -s INT -k 30 "$hard")
+    local stop=(timeout -s INT -k 20 "$hard")  # SIGINT: each run validates and saves, then stops
     command -v timeout >/dev/null || stop=()
     # shellcheck disable=SC2086  # DEVICE_TRAIN_ARGS is a list of words
     ${stop[@]+"${stop[@]}"} "$py" -m model.train --preset "$preset" --skip-data --data-dir "$data" \

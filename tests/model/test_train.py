@@ -103,6 +103,37 @@ def test_resume_after_sigkill_matches_uninterrupted_run(tmp_path: Path, data_fol
         assert torch.equal(a[k], b[k]), k
 
 
+def test_ctrl_c_saves_the_step_it_stopped_at_and_the_same_command_resumes(
+    tmp_path: Path, data_folder: Path
+) -> None:
+    """SIGINT (Ctrl-C; ``timeout -s INT`` on a lent GPU machine) lets the step finish, then
+    validates and saves, so nothing since the last periodic checkpoint is lost."""
+    steps, opts = (
+        100_000,
+        ["--set", "save_every=100000", "--set", "eval_every=100000", "--set", "log_every=5"],
+    )
+    out = tmp_path / "run"
+    proc = run_module(cli(data_folder, out, steps, *opts), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.time() + 240
+    while (
+        not (out / "train_log.csv").exists() or len((out / "train_log.csv").read_text().splitlines()) < 3
+    ) and (proc.poll() is None):
+        assert time.time() < deadline
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)
+    stdout, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 130, stderr.decode()[-2000:]
+    assert "run the same command again to resume" in stderr.decode()
+    assert "stopped: interrupted at step" in stdout.decode()
+    saved = load_checkpoint(sorted((out / "checkpoints").glob("step-*.pt"))[-1])
+    assert 10 <= saved["step"] < steps and saved["trainer"]["stop_reason"] == "interrupted"
+    assert (out / "config.json").exists() and (out / "plot.png").exists()
+    assert "valid_loss" in (out / "valid_log.csv").read_text()  # validated before saving
+    resumed = run_module(cli(data_folder, out, saved["step"] + 5, *opts), stdout=subprocess.PIPE)
+    assert resumed.wait(timeout=300) == 0
+    assert load_checkpoint(sorted((out / "checkpoints").glob("step-*.pt"))[-1])["step"] == saved["step"] + 5
+
+
 def test_a_changed_schedule_starts_a_new_stretch_for_early_stopping(
     tmp_path: Path, data_folder: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
