@@ -4,6 +4,7 @@ that gives the same lines (fp32) and keeps every hard rule (int8)."""
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
 import pytest
 import torch
@@ -18,7 +19,14 @@ from model.tagger import CoupletTagger
 from model.transformer import CoupletTransformer, ModelConfig
 from tests.model.decode_fixtures import decode_vocab
 
-SMALL = {"d_model": 32, "n_heads": 2, "n_enc_layers": 2, "n_dec_layers": 2, "d_ff": 64, "dropout": 0.0}
+SMALL: dict[str, Any] = {
+    "d_model": 32,
+    "n_heads": 2,
+    "n_enc_layers": 2,
+    "n_dec_layers": 2,
+    "d_ff": 64,
+    "dropout": 0.0,
+}
 UPPERS = ["春风得意", "天对地，雨对风。", "上海自来水来自海上", "山山水水", "海纳百川有容乃大"]
 
 
@@ -156,4 +164,4 @@ def test_int8_onnx_decoder_keeps_the_rules_and_close_scores(vocab: Vocab) -> Non
 def test_an_unknown_runtime_is_refused(vocab: Vocab) -> None:
     s2s, _ = models(vocab)
     with pytest.raises(ValueError, match="runtime must be one of torch, onnx"):
-        Decoder(s2s, vocab, runtime="tensorrt")
+        Decoder(s2s, vocab, runtime="tensorrt")  # type: ignore[arg-type]  # deliberately not a Runtime

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -25,7 +26,14 @@ from model.train import main
 from model.transformer import BOS_ID, EOS_ID, PAD_ID, CoupletTransformer, ModelConfig
 from tests.model.decode_fixtures import decode_vocab
 
-SMALL = {"d_model": 32, "n_heads": 2, "n_enc_layers": 2, "n_dec_layers": 1, "d_ff": 64, "dropout": 0.0}
+SMALL: dict[str, Any] = {
+    "d_model": 32,
+    "n_heads": 2,
+    "n_enc_layers": 2,
+    "n_dec_layers": 1,
+    "d_ff": 64,
+    "dropout": 0.0,
+}
 
 
 @pytest.fixture(scope="module")
@@ -58,6 +66,7 @@ def test_tagger_shapes_and_targets() -> None:
 
 def test_tagger_lattice_step_ignores_the_prefix_and_ends_lines() -> None:
     tagger = build_model(ModelConfig(vocab_size=60, kind="tagger", **SMALL)).eval()
+    assert isinstance(tagger, CoupletTagger)
     src = torch.tensor([[10, 11, 12], [13, PAD_ID, PAD_ID]])
     cache = tagger.new_cache(tagger.encode(src), src)
     a = tagger.step(cache, torch.tensor([BOS_ID, BOS_ID]), 1)

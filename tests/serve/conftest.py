@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import pytest
@@ -105,9 +105,9 @@ def build_bundle(
     seed: int,
     version: str,
     bad_word: str | None = None,
-    sensitive: list[str] = (),
+    sensitive: Sequence[str] = (),
     proposer_word: str | None = None,
-) -> Path:  # type: ignore[assignment]
+) -> Path:
     model = tiny_model(vocab, seed)
     if bad_word:
         favour(model, vocab, bad_word)

@@ -30,7 +30,7 @@ pytestmark = [
 
 
 def test_type_submit_vote_and_find_it_stored(live: LiveServer, settings: Settings) -> None:
-    from playwright.sync_api import expect, sync_playwright
+    from playwright.sync_api import Dialog, expect, sync_playwright
 
     upper, lower = PAIRS[5]  # 绿水青山，千秋画卷: in the training pairs, with a comma
     hostile = "<img src=x onerror=alert(1)>春"
@@ -39,7 +39,12 @@ def test_type_submit_vote_and_find_it_stored(live: LiveServer, settings: Setting
         try:
             page = browser.new_page(viewport={"width": 900, "height": 1100})
             dialogs: list[str] = []
-            page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+
+            def on_dialog(d: Dialog) -> None:
+                dialogs.append(d.message)
+                d.dismiss()
+
+            page.on("dialog", on_dialog)
             page.goto(live.url + "/")
             expect(page.locator("h1")).to_have_text("对联")
 
