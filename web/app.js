@@ -57,13 +57,35 @@ async function api(path, body) {
   return data;
 }
 
+// Arrow keys move between a line's character buttons; Tab enters the line once (at the
+// character last focused) and leaves it, instead of stopping at every character.
+function rovingFocus(line) {
+  const cells = () => [...line.querySelectorAll("button.ch")];
+  line.addEventListener("keydown", (event) => {
+    const all = cells();
+    const at = all.indexOf(document.activeElement);
+    const step = { ArrowRight: 1, ArrowDown: 1, ArrowLeft: -1, ArrowUp: -1 }[event.key];
+    const to = event.key === "Home" ? 0 : event.key === "End" ? all.length - 1 : step ? at + step : -1;
+    if (at < 0 || to < 0 || to >= all.length) return;
+    event.preventDefault();
+    all.forEach((cell, i) => (cell.tabIndex = i === to ? 0 : -1));
+    all[to].focus();
+  });
+}
+
 // A line as characters, each with its tone mark (平/仄/中) above it.
 function lineView(text, tones, onPick) {
   const line = el("span", "line");
+  if (onPick) {
+    line.setAttribute("role", "group");
+    line.setAttribute("aria-label", `下联 ${text}（方向键选字，回车锁定）`);
+    rovingFocus(line);
+  }
   [...text].forEach((ch, i) => {
     const cell = el(onPick ? "button" : "span", "ch");
     if (onPick) {
       cell.type = "button";
+      cell.tabIndex = i === 0 ? 0 : -1;
       cell.title = "锁定这个字";
       cell.setAttribute("aria-label", `锁定「${ch}」为下联第 ${i + 1} 字`);
       cell.addEventListener("click", () => onPick(i, ch));

@@ -139,6 +139,19 @@ def test_failures_double_clicks_and_a_phone_screen(live: LiveServer, settings: S
             )
             expect(page.locator("#own-result")).to_contain_text("已收到")
 
+            # keyboard: Tab enters a candidate's characters once, arrows move, Enter locks
+            second = page.locator("#candidates > li").nth(1)  # not voted on: its buttons are live
+            chars = second.locator("button.ch")
+            chars.nth(0).focus()
+            page.keyboard.press("Tab")
+            assert page.evaluate("document.activeElement.className") == "vote up"  # not the 2nd char
+            page.keyboard.press("Shift+Tab")
+            page.keyboard.press("ArrowRight")
+            expect(chars.nth(1)).to_be_focused()
+            page.keyboard.press("Enter")
+            expect(locks.nth(1)).to_have_value(chars.nth(1).locator(".char").inner_text())
+            expect(page.locator("#status")).to_contain_text("已锁定下联第 2 字")
+
             # a refused line takes the last answer away, so feedback cannot go to the old line
             page.fill("#upper", "abc")
             page.click("#go")
