@@ -8,6 +8,9 @@ Layout of a bundle folder::
     sensitive.npy     hashed sensitive words (``data.sensitive.hash_words``); the longest
                       word's length is ``sensitive_max_len`` in model.pt's meta
     MODEL_CARD.md, DATA_CARD.md, eval.json
+    data_report.json  the data stage's counts for the data the model was trained on (its
+                      report.json without the example pairs), so a card written later, after
+                      `make data` has moved on, still describes this model's data
 """
 
 from __future__ import annotations
@@ -35,6 +38,14 @@ SERVE_INT8 = True  # how `make serve` decodes a bundle by default (serve.setting
 Runtime = Literal["torch", "onnx"]  # what runs the models while decoding (model.decode.RUNTIMES)
 SERVE_RUNTIME: Runtime = "onnx"  # and on what
 MODEL_CARD, DATA_CARD, EVAL_FILE = "MODEL_CARD.md", "DATA_CARD.md", "eval.json"
+DATA_REPORT = "data_report.json"
+# report.json's parts that quote corpus lines: a bundle carries counts, never corpus text
+REPORT_EXAMPLES = ("sensitive_examples", "sensitive_sample_hits", "dedup_examples")
+
+
+def data_counts(report: dict[str, Any]) -> dict[str, Any]:
+    """The data stage's ``report`` without the parts that quote corpus lines."""
+    return {k: v for k, v in report.items() if k not in REPORT_EXAMPLES}
 
 
 @dataclass
@@ -79,6 +90,7 @@ def export_bundle(
     sensitive_max_len: int | None = None,
     model_card: str = "",
     data_card: str = "",
+    data_report: dict[str, Any] | None = None,
     eval_result: dict[str, Any] | None = None,
     step: int = 0,
     best_valid: float | None = None,
@@ -106,6 +118,9 @@ def export_bundle(
         _save_npy(tmp / SENSITIVE_FILE, hashes)
         (tmp / MODEL_CARD).write_text(model_card, encoding="utf-8")
         (tmp / DATA_CARD).write_text(data_card, encoding="utf-8")
+        if data_report:
+            counts = json.dumps(data_counts(data_report), ensure_ascii=False, indent=1)
+            (tmp / DATA_REPORT).write_text(counts, encoding="utf-8")
         (tmp / EVAL_FILE).write_text(json.dumps(eval_result or {}, ensure_ascii=False, indent=1), "utf-8")
         _swap(tmp, out)
     except BaseException:

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from data.paths import data_dir, default_model_dir
+from model.bundle import DATA_REPORT
 
 
 @dataclass(frozen=True)
@@ -349,7 +350,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m model.card", description=__doc__.split("\n\n")[0])
     p.add_argument("bundle", nargs="?", type=Path, default=default_model_dir())
     p.add_argument("--train-dir", type=Path, help="the training run's folder (train_log.csv, valid_log.csv)")
-    p.add_argument("--report", type=Path, help="the data stage's report (default: make data's report.json)")
+    p.add_argument(
+        "--report",
+        type=Path,
+        help="the data stage's report (default: the bundle's data_report.json, the counts of the data "
+        "it was trained on; else make data's report.json)",
+    )
     p.add_argument("--bench", type=Path, help="a `make bench` JSON with a `decode` entry (latency)")
     p.add_argument("--hardware", default="not recorded", help="what the model was trained on, in words")
     p.add_argument(
@@ -367,7 +373,9 @@ def main(argv: list[str] | None = None) -> int:
     given = {"--train-dir": args.train_dir, "--report": args.report, "--bench": args.bench}
     given |= {"--proposer-dir": args.proposer_dir, "--extra": args.extra}
     missing = [f"{flag} {path}" for flag, path in given.items() if path is not None and not path.exists()]
-    report = args.report or data_dir() / "report.json"  # the default may be absent (no `make data` here)
+    # the bundle's own record of its data first: `make data` may have moved on since it was trained
+    kept = args.bundle / DATA_REPORT
+    report = args.report or (kept if kept.is_file() else data_dir() / "report.json")  # may be absent
     try:
         if missing:
             raise FileNotFoundError(f"no such file or folder: {', '.join(missing)}")

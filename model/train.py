@@ -433,7 +433,7 @@ def finish(
             (out / "eval.json").write_text(json.dumps(ev, ensure_ascii=False, indent=1), encoding="utf-8")
     if args.no_export:
         return
-    data_card = folder / "DATA_CARD.md"
+    data_card, report = folder / "DATA_CARD.md", folder / "report.json"
     hashes, longest = sensitive_hashes()
     bundle = export_bundle(
         out / "bundle",
@@ -443,6 +443,7 @@ def finish(
         sensitive_hashes=hashes,
         sensitive_max_len=longest,
         data_card=data_card.read_text("utf-8") if data_card.exists() else "",
+        data_report=json.loads(report.read_text("utf-8")) if report.exists() else None,
         eval_result=ev,
         step=meta.get("step", 0),
         best_valid=meta.get("best_valid"),
@@ -450,7 +451,7 @@ def finish(
         proposer=proposer,
         proposer_meta=load_model(run_checkpoint(proposer_path))[2] if proposer_path is not None else None,
     )
-    write_card(bundle, out, folder / "report.json")
+    write_card(bundle, out, report)
     print(f"bundle written to {bundle} ({sum(p.stat().st_size for p in bundle.iterdir()) / 2**20:.1f} MiB)")
     if args.ship:
         print(f"shipped to {install_bundle(bundle, default_model_dir())}")

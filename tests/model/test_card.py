@@ -85,3 +85,32 @@ def test_card_refuses_what_is_not_there_or_not_readable(tmp_path, capsys):
     assert main([str(tmp_path), "--bench", str(tmp_path / "bench.json")]) == 2
     assert "not a JSON file" in capsys.readouterr().err
     assert not (tmp_path / "MODEL_CARD.md").exists()
+
+
+def test_a_bundle_keeps_the_counts_of_its_own_data(tmp_path, monkeypatch):
+    """The card of a bundle describes the data it was trained on, from the bundle's
+    data_report.json, even after `make data` has rebuilt work/data differently; the bundle
+    keeps counts, not the report's example pairs."""
+    from data.vocab import Vocab
+    from model.bundle import DATA_REPORT, export_bundle
+    from model.transformer import CoupletTransformer, ModelConfig
+
+    vocab = Vocab.train(["春风得意马蹄疾", "秋雨无声雁影孤"] * 3, tmp_path / "spm")
+    model = CoupletTransformer(ModelConfig(vocab_size=len(vocab), d_model=32, n_heads=2, d_ff=64))
+    then = {
+        "split": {"train": 123, "test": 2},
+        "vocab": {"size": 20},
+        "sensitive_examples": [["春", "秋", "x"]],
+    }
+    bundle = export_bundle(tmp_path / "bundle", model, vocab, data_report=then)
+    kept = json.loads((bundle / DATA_REPORT).read_text(encoding="utf-8"))
+    assert kept == {"split": {"train": 123, "test": 2}, "vocab": {"size": 20}}  # no corpus lines
+    now = tmp_path / "data"  # make data since: other counts
+    now.mkdir()
+    (now / "report.json").write_text(json.dumps({"split": {"train": 999, "test": 2}, "vocab": {"size": 30}}))
+    monkeypatch.setenv("DUILIAN_DATA_DIR", str(now))
+    assert main([str(bundle)]) == 0
+    card = (bundle / "MODEL_CARD.md").read_text()
+    assert "123 training pairs" in card and "999" not in card
+    assert main([str(bundle), "--report", str(now / "report.json")]) == 0  # asked for: used
+    assert "999 training pairs" in (bundle / "MODEL_CARD.md").read_text()
