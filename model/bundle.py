@@ -22,13 +22,20 @@ import tempfile
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 import numpy as np
 import torch
 
 from data.vocab import Vocab
-from model.checkpoint import CoupletModel, atomic_save, load_model, make_checkpoint
+from model.checkpoint import (
+    CoupletModel,
+    atomic_save,
+    load_checkpoint,
+    load_model,
+    make_checkpoint,
+    model_from_checkpoint,
+)
 from model.fingerprint import FingerprintIndex
 from model.tagger import CoupletTagger
 
@@ -181,9 +188,17 @@ def load_bundle(path: str | os.PathLike[str], dtype: torch.dtype = torch.float32
 
 def load_proposer(path: Path, vocab: Vocab, dtype: torch.dtype = torch.float32) -> CoupletTagger:
     """The tagger in checkpoint ``path``; ValueError unless it is one, on ``vocab``."""
-    model, its_vocab, _ = load_model(path, dtype)
-    if not isinstance(model, CoupletTagger):
-        raise ValueError(f"{path}: a proposer must be an encoder-only tagger, not {type(model).__name__}")
-    if its_vocab.to_bytes() != vocab.to_bytes():
+    ckpt = load_checkpoint(path)
+    check_proposer(ckpt, vocab.to_bytes(), path)
+    return cast(CoupletTagger, model_from_checkpoint(ckpt, dtype).eval())
+
+
+def check_proposer(ckpt: dict[str, Any], vocab: bytes, path: Path) -> None:
+    """ValueError unless the checkpoint dict ``ckpt`` (from ``path``) holds an encoder-only
+    tagger on the vocabulary ``vocab`` (``Vocab.to_bytes()``): checked before any weights are
+    built, so `python -m serve` can check a bundle's proposer before start-up."""
+    kind = ckpt["model_config"].get("kind", "seq2seq")
+    if kind != "tagger":
+        raise ValueError(f"{path}: a proposer must be an encoder-only tagger, not a {kind} model")
+    if ckpt["vocab"] != vocab:
         raise ValueError(f"{path}: the proposer's vocabulary differs from the model's")
-    return model

@@ -27,18 +27,15 @@ def preflight(settings: Settings) -> str:
     store that cannot be reached."""
     from sqlalchemy.exc import SQLAlchemyError
 
+    from model.bundle import check_proposer
     from model.checkpoint import load_checkpoint
     from serve.db import make_engine
 
     try:
         model = load_checkpoint(settings.model_dir / MODEL_FILE)
         proposer_path = settings.model_dir / PROPOSER_FILE
-        if proposer_path.exists():  # the fast mode's tagger: the same checks load_proposer makes
-            proposer = load_checkpoint(proposer_path)
-            if proposer["model_config"].get("kind") != "tagger":
-                raise ValueError(f"{proposer_path}: a proposer must be an encoder-only tagger")
-            if proposer["vocab"] != model["vocab"]:
-                raise ValueError(f"{proposer_path}: the proposer's vocabulary differs from the model's")
+        if proposer_path.exists():  # the fast mode's tagger, checked as load_bundle will
+            check_proposer(load_checkpoint(proposer_path), model["vocab"], proposer_path)
     except (OSError, ValueError) as e:
         return f"cannot load the model bundle: {e}"
     try:
