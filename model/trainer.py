@@ -406,37 +406,32 @@ class Trainer:
         pin = self.device.type == "cuda"
         start, base = time.perf_counter(), self.state.elapsed
         with interrupt_flag(self.dist.world == 1) as interrupted:
-            self._loop(bar, window, pin, start, base, interrupted)
+            for batch in prefetch(self.batches(self.state.epoch, self.state.batch_pos), pin=pin):
+                batch = batch.to(self.device, non_blocking=pin)
+                lr = self.set_lr()
+                loss = self.train_step(batch)
+                s = self.state
+                s.step, s.epoch, s.batch_pos = s.step + 1, batch.where[0], batch.where[1] + self.dist.world
+                s.pairs_seen += batch.size * self.dist.world
+                s.elapsed = self.synced_elapsed(base + time.perf_counter() - start)
+                window.add(loss, batch.size * self.dist.world, s.elapsed)
+                bar.update(1)
+                if s.step % self.cfg.log_every == 0:
+                    self.log_train(lr, window, bar)
+                if s.step % self.cfg.eval_every == 0:
+                    self.validate()
+                if interrupted.is_set():
+                    s.stop_reason = "interrupted"
+                if self.should_stop() or s.step % self.cfg.save_every == 0:
+                    self.save_checkpoint()
+                if s.stop_reason:
+                    break
         bar.close()
         self.state.stop_reason = self.state.stop_reason or "max_epochs"
         if self.state.step % self.cfg.eval_every:
             self.validate()
         self.save_checkpoint()
         return self.state
-
-    def _loop(
-        self, bar: Any, window: _Window, pin: bool, start: float, base: float, interrupted: threading.Event
-    ) -> None:
-        for batch in prefetch(self.batches(self.state.epoch, self.state.batch_pos), pin=pin):
-            batch = batch.to(self.device, non_blocking=pin)
-            lr = self.set_lr()
-            loss = self.train_step(batch)
-            s = self.state
-            s.step, s.epoch, s.batch_pos = s.step + 1, batch.where[0], batch.where[1] + self.dist.world
-            s.pairs_seen += batch.size * self.dist.world
-            s.elapsed = self.synced_elapsed(base + time.perf_counter() - start)
-            window.add(loss, batch.size * self.dist.world, s.elapsed)
-            bar.update(1)
-            if s.step % self.cfg.log_every == 0:
-                self.log_train(lr, window, bar)
-            if s.step % self.cfg.eval_every == 0:
-                self.validate()
-            if interrupted.is_set():
-                s.stop_reason = "interrupted"
-            if self.should_stop() or s.step % self.cfg.save_every == 0:
-                self.save_checkpoint()
-            if s.stop_reason:
-                break
 
     # ---- validation and logs -------------------------------------------------------
 
