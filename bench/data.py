@@ -75,6 +75,9 @@ def run(args: argparse.Namespace) -> dict[str, object]:
     if args.quick:  # the regulated verse only: about a fifth of the corpus
         keep = {"poetry_lvshi", "classical_duiyun", "wb14123_test"}
         config.sources = tuple(s for s in config.sources if s.name in keep)
+        # these are the classical sources: a classical validation split would be most of a
+        # tiny corpus, so the quick run carves none (its cost is one more pass of the split)
+        config.classical_valid_size = 0
     with tempfile.TemporaryDirectory() as tmp:
         config.out_dir = Path(tmp)
         cpu = time.process_time()

@@ -36,6 +36,23 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "corpus folder) may be a glob (wb14123: the release folder, its train half is read)",
     )
     p.add_argument("--valid-size", type=int, help="validation pairs, carved by upper line (default 5000)")
+    p.add_argument(
+        "--classical-valid-size",
+        type=int,
+        help="classical validation pairs (valid_classical.tsv), carved by upper line (default 1000)",
+    )
+    p.add_argument(
+        "--repeat",
+        action="append",
+        default=[],
+        metavar="NAME=K",
+        help="write the training pairs of source NAME K times into train.tsv (weights a register up)",
+    )
+    p.add_argument(
+        "--vocab-from",
+        type=Path,
+        help="use this sentencepiece model as the vocabulary (to train an existing model further)",
+    )
     p.add_argument("--max-lowers", type=int, help="lower lines kept per upper line (default 10)")
     p.add_argument("--min-char-count", type=int, help="occurrences for a character to enter the vocabulary")
     p.add_argument("--no-near-dup", action="store_true", help="only remove exact duplicates")
@@ -53,12 +70,24 @@ def parse_added(spec: str) -> Source:
     return Source(name, kind, path)
 
 
+def parse_repeat(spec: str, known: set[str]) -> tuple[str, int]:
+    """``NAME=K`` as (source name, how many times its training pairs are written)."""
+    name, _, times = spec.partition("=")
+    if name not in known:
+        raise ValueError(f"--repeat {spec!r}: unknown source {name!r} (known: {', '.join(sorted(known))})")
+    if not times.isdigit() or int(times) < 1:
+        raise ValueError(f"--repeat {spec!r}: expected NAME=K with K a whole number ≥ 1")
+    return name, int(times)
+
+
 def make_config(args: argparse.Namespace) -> DataConfig:
     config = DataConfig()
     overrides = {
         "corpus_dir": args.corpus_dir,
         "out_dir": args.out_dir,
         "valid_size": args.valid_size,
+        "classical_valid_size": args.classical_valid_size,
+        "vocab_from": args.vocab_from,
         "max_lowers_per_upper": args.max_lowers,
         "min_char_count": args.min_char_count,
         "seed": args.seed,
@@ -75,6 +104,9 @@ def make_config(args: argparse.Namespace) -> DataConfig:
     unknown = sorted((wanted | excluded) - known)
     if unknown:
         raise ValueError(f"unknown source(s): {', '.join(unknown)} (known: {', '.join(sorted(known))})")
+    config.repeat = dict(parse_repeat(spec, known) for spec in args.repeat)
+    if config.vocab_from is not None and not config.vocab_from.is_file():
+        raise ValueError(f"--vocab-from {config.vocab_from}: no such file")
     if args.no_near_dup:
         config.near_dup = False
     config.sources = tuple(s for s in config.sources if s.name in wanted - excluded)

@@ -8,6 +8,8 @@ from pathlib import Path
 from data.paths import corpus_dir, data_dir, work_dir
 from data.sources import Source
 
+CLASSICAL_SOURCES = ("poetry_lvshi", "classical_duiyun", "poetry_couplets_more")
+
 
 def default_sources() -> tuple[Source, ...]:
     """The shared corpora, then the crawler's and the service's output when they exist."""
@@ -16,6 +18,7 @@ def default_sources() -> tuple[Source, ...]:
         Source("wb14123_test", "tsv", "wb14123_test.tsv", role="test"),
         Source("poetry_lvshi", "tsv", "poetry_lvshi.tsv.gz"),
         Source("classical_duiyun", "tsv", "classical_duiyun.tsv"),
+        Source("poetry_couplets_more", "tsv", "poetry_couplets_more.tsv.gz"),
         Source("crawl", "jsonl", str(work_dir() / "crawl" / "*.jsonl")),
         Source("feedback", "feedback", str(work_dir() / "feedback" / "*.tsv")),
     )
@@ -30,6 +33,16 @@ class DataConfig:
     max_len: int = 32
     valid_size: int = 5000  # pairs, carved by upper line
     valid_sources: tuple[str, ...] = ("wb14123_train",)  # valid should look like the test set
+    # A second validation split in the classical register (valid_classical.tsv), carved the
+    # same way from these sources: what blind comparisons and classical figures are read on.
+    classical_valid_size: int = 1000
+    classical_sources: tuple[str, ...] = CLASSICAL_SOURCES
+    # Training pairs of a source written this many times into train.tsv (after dedup and
+    # the splits), to weight a register up; sources not named are written once.
+    repeat: dict[str, int] = field(default_factory=dict)
+    # An existing sentencepiece model to use as the vocabulary instead of building one (so
+    # a model can be trained further on new data: its vocabulary must stay the same).
+    vocab_from: Path | None = None
     max_lowers_per_upper: int = 10
     near_dup: bool = True
     t2s: bool = True
@@ -46,6 +59,8 @@ class DataConfig:
             "valid-size": self.valid_size >= 0,
             "max-lowers": self.max_lowers_per_upper >= 1,
             "min-char-count": self.min_char_count >= 1,
+            "classical-valid-size": self.classical_valid_size >= 0,
+            "repeat": all(k >= 1 for k in self.repeat.values()),
         }
         for name, ok in checks.items():
             if not ok:

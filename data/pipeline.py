@@ -38,6 +38,7 @@ from data.vocab import Vocab
 OUTPUTS = (
     "train.tsv",
     "valid.tsv",
+    "valid_classical.tsv",
     "test.tsv",
     "test_leakfree.tsv",
     "test_leak.txt",
@@ -74,6 +75,7 @@ def stamp(config: DataConfig) -> str:
     h = hashlib.sha256(json.dumps(config.as_dict(), sort_keys=True).encode())
     inputs = [p for s in config.sources for p in source_files(config, s)]
     inputs += [config.corpus_dir / config.badwords, config.allow_list, VARIANTS]
+    inputs += [config.vocab_from] if config.vocab_from is not None else []
     inputs += sorted(Path(__file__).parent.glob("*.py"))
     for path in inputs:
         if path.exists():
@@ -204,19 +206,40 @@ def write_pairs(path: Path, pairs: list[Pair]) -> None:
     write_lines(path, list(map("\t".join, pairs)))
 
 
+@dataclass
+class Kept:
+    """What the filters kept: the pairs of every source in order, the upper lines each
+    validation split may draw from, and how often a pair of a weighted source is written."""
+
+    pairs: list[Pair]
+    candidates: set[str]
+    classical_candidates: set[str]
+    repeat: dict[Pair, int]
+
+
 def filter_sources(
     sources: list[tuple[str, list[Pair]]], config: DataConfig, pf: PairFilter, report: dict
-) -> tuple[list[Pair], set[str]]:
-    """Kept pairs of every source in order, and the upper lines a validation pair may have."""
-    kept: list[Pair] = []
-    candidates: set[str] = set()
+) -> Kept:
+    kept = Kept([], set(), set(), {})
     for name, pairs in sources:
-        before = len(kept)
-        kept.extend(pf.keep_batch(pairs))
-        report["sources"][name]["pairs_kept_by_filters"] = len(kept) - before
+        before = len(kept.pairs)
+        kept.pairs.extend(pf.keep_batch(pairs))
+        report["sources"][name]["pairs_kept_by_filters"] = len(kept.pairs) - before
         if name in config.valid_sources:
-            candidates.update(map(itemgetter(0), kept[before:]))
-    return kept, candidates
+            kept.candidates.update(map(itemgetter(0), kept.pairs[before:]))
+        if name in config.classical_sources:
+            kept.classical_candidates.update(map(itemgetter(0), kept.pairs[before:]))
+        if config.repeat.get(name, 1) > 1:
+            times = config.repeat[name]
+            kept.repeat.update((pair, max(times, kept.repeat.get(pair, 1))) for pair in kept.pairs[before:])
+    return kept
+
+
+def repeated(train: list[Pair], repeat: dict[Pair, int]) -> list[Pair]:
+    """``train`` with each pair of a weighted source written as often as its weight says."""
+    if not repeat:
+        return train
+    return [pair for pair in train for _ in range(repeat.get(pair, 1))]
 
 
 def split_test(test_lines: list[str], norm: Normalizer, train_uppers: set[str]) -> tuple[list[int], set[str]]:
@@ -240,6 +263,8 @@ def build_vocab(train: list[Pair], config: DataConfig, report: dict) -> Vocab:
     ``min_char_count`` stay out and become the unknown token.
     """
     counts = CharBatch(list(map("".join, train))).counts()
+    if config.vocab_from is not None:
+        return reused_vocab(config.vocab_from, counts, config, report)
     kept = {ch: n for ch, n in counts.items() if n >= config.min_char_count and not ch.isspace()}
     if not kept:
         raise ValueError(f"no character occurs {config.min_char_count} times in the training split")
@@ -257,6 +282,27 @@ def build_vocab(train: list[Pair], config: DataConfig, report: dict) -> Vocab:
         "size": len(vocab),
         "train_distinct_chars": len(counts),
         "min_char_count": config.min_char_count,
+    }
+    return vocab
+
+
+def reused_vocab(path: Path, counts: dict[str, int], config: DataConfig, report: dict) -> Vocab:
+    """``--vocab-from``: the given sentencepiece model as the vocabulary, copied into the
+    outputs; training characters it lacks become the unknown token (counted)."""
+    try:
+        vocab = Vocab(path.read_bytes())
+    except (OSError, RuntimeError) as e:
+        raise ValueError(f"--vocab-from {path}: not a sentencepiece model ({e})") from e
+    copy_file(path, config.out_dir / "spm.model")
+    write_lines(config.out_dir / "spm.vocab", [f"{piece}\t0" for piece in vocab.pieces])
+    unknown = {ch: n for ch, n in counts.items() if ch not in vocab and not ch.isspace()}
+    report["vocab"] = {
+        "size": len(vocab),
+        "train_distinct_chars": len(counts),
+        "min_char_count": config.min_char_count,
+        "from": str(path),
+        "train_unknown_types": len(unknown),
+        "train_unknown_tokens": sum(unknown.values()),
     }
     return vocab
 
@@ -311,18 +357,18 @@ def _run(config: DataConfig) -> dict:
     sources, test = _read_and_normalise(config, report, timer)
     with timer("filter"):
         pf = PairFilter(config.min_len, config.max_len, load_sensitive(config))
-        kept, candidates = filter_sources(sources, config, pf, report)
+        kept = filter_sources(sources, config, pf, report)
     report["filter"] = {reason: pf.counts.get(reason, 0) for reason in PairFilter.reasons()}
-    report["filter"]["kept"] = len(kept)
+    report["filter"]["kept"] = len(kept.pairs)
     report["sensitive_sample_hits"] = dict(pf.sensitive_hits.most_common(SAMPLE_HITS))
     report["sensitive_examples"] = pf.sensitive_examples
     with timer("dedup"):
         dedup = Deduper(config.max_lowers_per_upper, config.near_dup)
-        kept = dedup(kept)
-    report["dedup"] = {k: dedup.counts.get(k, 0) for k in Deduper.reasons()} | {"kept": len(kept)}
+        kept.pairs = dedup(kept.pairs)
+    report["dedup"] = {k: dedup.counts.get(k, 0) for k in Deduper.reasons()} | {"kept": len(kept.pairs)}
     report["dedup_examples"] = dict(dedup.examples)
     with timer("split"):
-        train = _split_and_write(kept, candidates, test, config, report)
+        train = _split_and_write(kept, test, config, report)
     with timer("vocab"):
         vocab = build_vocab(train, config, report)
         # as the model meets them: normalised like every input (a served upper line too)
@@ -358,28 +404,35 @@ def _read_and_normalise(
     return sources, TestSet(test_lines, test_file, leak, test_uppers)
 
 
-def _split_and_write(
-    kept: list[Pair], candidates: set[str], test: TestSet, config: DataConfig, report: dict
-) -> list[Pair]:
-    """Write train, valid and the test files; return the training pairs."""
-    removed, train = split_by_upper(kept, test.uppers)
-    valid, train, valid_uppers = carve_valid(train, candidates, config.valid_size, config.seed)
+def _split_and_write(kept: Kept, test: TestSet, config: DataConfig, report: dict) -> list[Pair]:
+    """Write train, both validation splits and the test files; return the training pairs
+    (each once: the weighted copies are only in train.tsv)."""
+    removed, train = split_by_upper(kept.pairs, test.uppers)
+    valid, train, valid_uppers = carve_valid(train, kept.candidates, config.valid_size, config.seed)
+    classical, train, classical_uppers = carve_valid(
+        train, kept.classical_candidates - valid_uppers, config.classical_valid_size, config.seed
+    )
     if not train:
         raise ValueError(
-            f"{len(valid)} pairs left after filtering, all taken by the validation split "
-            f"(valid_size {config.valid_size}): too few to train on; pass a smaller --valid-size"
+            f"{len(valid) + len(classical)} pairs left after filtering, all taken by the validation "
+            f"splits (valid_size {config.valid_size}, classical_valid_size {config.classical_valid_size}): "
+            "too few to train on; pass a smaller --valid-size or --classical-valid-size"
         )
-    train = shuffled(train, config.seed)
+    written = shuffled(repeated(train, kept.repeat), config.seed)
     out = config.out_dir
-    write_pairs(out / "train.tsv", train)
+    write_pairs(out / "train.tsv", written)
     write_pairs(out / "valid.tsv", valid)
+    write_pairs(out / "valid_classical.tsv", classical)
     copy_file(test.file, out / "test.tsv")
     write_lines(out / "test_leakfree.tsv", [t for t, f in zip(test.lines, test.leak, strict=True) if not f])
     write_lines(out / "test_leak.txt", [str(f) for f in test.leak])
     report["split"] = {
-        "train": len(train),
+        "train": len(written),
+        "train_distinct": len(train),
         "valid": len(valid),
         "valid_uppers": len(valid_uppers),
+        "valid_classical": len(classical),
+        "valid_classical_uppers": len(classical_uppers),
         "test": len(test.lines),
         "test_leak": sum(test.leak),
         "test_leakfree": len(test.lines) - sum(test.leak),
@@ -390,6 +443,26 @@ def _split_and_write(
 
 def _table(title: str, counts: dict[str, int]) -> list[str]:
     return [f"| {title} | pairs |", "|---|---|", *(f"| {k} | {v} |" for k, v in counts.items()), ""]
+
+
+def _repeat_lines(repeat: dict[str, int], sp: dict) -> list[str]:
+    if not repeat:
+        return []
+    weights = ", ".join(f"{name} ×{k}" for name, k in repeat.items())
+    return [f"train holds {sp['train_distinct']} distinct pairs, those of {weights} written that often,"]
+
+
+def _vocab_lines(vo: dict) -> list[str]:
+    if "from" in vo:
+        return [
+            f"Vocabulary: {vo['size']} pieces, reused from `{vo['from']}` (`--vocab-from`);",
+            f"{vo['train_unknown_types']} training character types ({vo['train_unknown_tokens']} tokens)",
+            "are not in it and map to the unknown token.",
+        ]
+    return [
+        f"Vocabulary: {vo['size']} pieces (sentencepiece char model; characters seen at least",
+        f"{vo['min_char_count']} times in train; others map to the unknown token, never dropped).",
+    ]
 
 
 def data_card(report: dict) -> str:
@@ -425,14 +498,16 @@ def data_card(report: dict) -> str:
             f"{report['config']['max_lowers_per_upper']} lower lines per upper line.",
             "",
             f"Splits: train {sp['train']}, valid {sp['valid']} ({sp['valid_uppers']} whole upper lines),",
+            f"valid_classical {sp.get('valid_classical', 0)} (classical sources, "
+            f"{sp.get('valid_classical_uppers', 0)} whole upper lines),",
+            *_repeat_lines(report["config"].get("repeat") or {}, sp),
             f"test {sp['test']}: the standard wb14123 test set byte for byte, {sp['test_leakfree']} of it",
             f"leak-free ({sp['test_leak']} test pairs have an upper line that is an upper line of the",
             "training sources).",
             "Training pairs whose upper line is a test upper line were removed:",
             f"{sp['train_removed_test_upper']}.",
             "",
-            f"Vocabulary: {vo['size']} pieces (sentencepiece char model; characters seen at least",
-            f"{vo['min_char_count']} times in train; others map to the unknown token, never dropped).",
+            *_vocab_lines(vo),
             f"Test character coverage {vo['test_char_coverage']:.4%},",
             f"{vo['test_unknown_types']} unknown",
             "character types in the test set (normalised as inputs are).",

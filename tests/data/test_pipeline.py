@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 from pathlib import Path
@@ -19,9 +20,14 @@ def read_pairs(path: Path) -> list[tuple[str, str]]:
     return [tuple(line.split("\t")) for line in path.read_text(encoding="utf-8").splitlines()]  # type: ignore[misc]
 
 
+def gz_pairs(path: Path) -> list[tuple[str, str]]:
+    with gzip.open(path, "rt", encoding="utf-8") as fh:
+        return [tuple(line.rstrip("\n").split("\t")) for line in fh if line.strip()]  # type: ignore[misc]
+
+
 @pytest.fixture
 def built(corpus: Path) -> dict:
-    return run(DataConfig(valid_size=4))
+    return run(DataConfig(valid_size=4, classical_valid_size=3))
 
 
 def test_outputs_and_test_set_as_given(corpus: Path, built: dict) -> None:
@@ -51,6 +57,43 @@ def test_no_upper_line_in_two_splits(built: dict) -> None:
     assert all(len(u) == len(w) for u, w in train + valid)
 
 
+def test_classical_validation_split(corpus: Path, built: dict) -> None:
+    out = data_dir()
+    classical = read_pairs(out / "valid_classical.tsv")
+    sources = read_pairs(corpus / "classical_duiyun.tsv")
+    sources += gz_pairs(corpus / "poetry_lvshi.tsv.gz")
+    classical_uppers = {u.strip() for u, _ in sources}
+    assert 3 <= len(classical) <= 4 and built["split"]["valid_classical"] == len(classical)
+    assert {u for u, _ in classical} <= classical_uppers
+    others = read_pairs(out / "train.tsv") + read_pairs(out / "valid.tsv") + read_pairs(out / "test.tsv")
+    assert not {u for u, _ in classical} & {u for u, _ in others}
+
+
+def test_repeat_weights_a_source_up(corpus: Path) -> None:
+    once = run(DataConfig(valid_size=4, classical_valid_size=0))
+    train_once = read_pairs(data_dir() / "train.tsv")
+    twice = run(DataConfig(valid_size=4, classical_valid_size=0, repeat={"poetry_lvshi": 3}))
+    train = read_pairs(data_dir() / "train.tsv")
+    lvshi = set(gz_pairs(corpus / "poetry_lvshi.tsv.gz"))
+    weighted = [pair for pair in set(train_once) if pair in lvshi]
+    assert weighted and all(train.count(pair) == 3 for pair in weighted)
+    assert all(train.count(pair) == 1 for pair in set(train_once) - set(weighted))
+    assert twice["split"]["train"] == once["split"]["train"] + 2 * len(weighted)
+    assert twice["split"]["train_distinct"] == once["split"]["train"]
+    assert twice["vocab"]["size"] == once["vocab"]["size"]  # counted on distinct pairs
+
+
+def test_vocab_from_reuses_a_vocabulary(corpus: Path, tmp_path: Path) -> None:
+    assert main(["--valid-size", "4", "--sources", "wb14123_train,wb14123_test"]) == 0
+    kept = tmp_path / "kept_spm.model"
+    kept.write_bytes((data_dir() / "spm.model").read_bytes())
+    assert main(["--valid-size", "4", "--vocab-from", str(kept)]) == 0
+    assert (data_dir() / "spm.model").read_bytes() == kept.read_bytes()
+    report = json.loads((data_dir() / "report.json").read_text(encoding="utf-8"))
+    assert report["vocab"]["from"] == str(kept) and report["vocab"]["train_unknown_types"] > 0
+    assert "reused from" in (data_dir() / "DATA_CARD.md").read_text(encoding="utf-8")
+
+
 def test_normalised_filtered_and_deduplicated(built: dict) -> None:
     train = set(read_pairs(data_dir() / "train.tsv")) | set(read_pairs(data_dir() / "valid.tsv"))
     assert ("春风入户来", "瑞雪迎门到") in train
@@ -71,7 +114,10 @@ def test_every_source_read(built: dict) -> None:
     total_kept = sum(s.get("pairs_kept_by_filters", 0) for s in src.values())
     assert total_kept == built["filter"]["kept"]
     assert (
-        built["split"]["train"] + built["split"]["valid"] + built["split"]["train_removed_test_upper"]
+        built["split"]["train"]
+        + built["split"]["valid"]
+        + built["split"]["valid_classical"]
+        + built["split"]["train_removed_test_upper"]
         == (built["dedup"]["kept"])
     )
 
@@ -146,6 +192,12 @@ def test_truncated_gzip_is_a_message(corpus: Path, capsys: pytest.CaptureFixture
         (["--corpus-dir", "/nonexistent/corpus"], "does not exist"),
         (["--valid-size", "-1"], "valid-size"),
         (["--add", "x=tsv:no_such_file.tsv"], "no file matches"),
+        (["--repeat", "nope=2"], "unknown source 'nope'"),
+        (["--repeat", "poetry_lvshi=0"], "whole number"),
+        (["--repeat", "poetry_lvshi"], "whole number"),
+        (["--classical-valid-size", "-1"], "classical-valid-size"),
+        (["--vocab-from", "/nonexistent/spm.model"], "no such file"),
+        (["--vocab-from", "pyproject.toml"], "not a sentencepiece model"),
         # every wb14123 pair would be a validation pair, none left to train on
         (["--sources", "wb14123_train,wb14123_test", "--valid-size", "100000"], "smaller --valid-size"),
     ],
