@@ -268,6 +268,10 @@ def unblind(judged: list[Judged], key: dict) -> dict:
     return result
 
 
+def p_value(p: float) -> str:
+    return "< 0.001" if p < 0.001 else f"{p:.3g}"
+
+
 def markdown(result: dict) -> str:
     first, second = result["systems"]
     head = (
@@ -286,7 +290,7 @@ def markdown(result: dict) -> str:
         shown = "–" if share is None else f"{share:.0%} ({lo:.0%}-{hi:.0%})"
         rows.append(
             f"| {label} | {v['rows']} | {v['wins']} / {v['ties']} / {v['losses']} | {shown} "
-            f"| {v['sign_test_p']:.3g} | {goods[0]} | {goods[1]} |"
+            f"| {p_value(v['sign_test_p'])} | {goods[0]} | {goods[1]} |"
         )
     return "\n".join(rows) + "\n"
 

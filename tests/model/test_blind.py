@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from data.paths import default_model_dir
-from model.blind import main, sign_test, wilson
+from model.blind import main, p_value, sign_test, wilson
 
 UPPERS = ["春风得意马蹄疾", "海阔凭鱼跃", "书山有路勤为径", "一帆风顺", "明月松间照", "花开富贵"]
 HUMAN = ["秋月扬辉桂子香", "天高任鸟飞", "学海无涯苦作舟", "万事如意", "清泉石上流", "竹报平安"]
@@ -173,4 +173,4 @@ def test_interval_and_sign_test() -> None:
     low, high = wilson(5, 10)
     assert round(low, 4) == 0.2366 and round(high, 4) == 0.7634
     assert wilson(0, 0) == (0.0, 1.0)
-    assert sign_test(0, 10) == 2 / 1024 and sign_test(5, 10) == 1.0 and sign_test(0, 0) == 1.0
+    assert p_value(sign_test(0, 20)) == "< 0.001" and sign_test(0, 10) == 2 / 1024 and sign_test(5, 10) == 1.0 and sign_test(0, 0) == 1.0
