@@ -173,4 +173,5 @@ def test_interval_and_sign_test() -> None:
     low, high = wilson(5, 10)
     assert round(low, 4) == 0.2366 and round(high, 4) == 0.7634
     assert wilson(0, 0) == (0.0, 1.0)
-    assert p_value(sign_test(0, 20)) == "< 0.001" and sign_test(0, 10) == 2 / 1024 and sign_test(5, 10) == 1.0 and sign_test(0, 0) == 1.0
+    assert sign_test(0, 10) == 2 / 1024 and sign_test(5, 10) == 1.0 and sign_test(0, 0) == 1.0
+    assert p_value(sign_test(0, 20)) == "< 0.001" and p_value(0.0625) == "0.0625"
