@@ -121,6 +121,12 @@ def crawl(args: argparse.Namespace, names: list[str], spider_args: dict[str, dic
     return 1 if process.bootstrap_failed or failed else 0
 
 
+def policy_drops(stats: dict[str, Any]) -> dict[str, int]:
+    """Pairs the validation pipeline refused, per rule (``validate/dropped/<reason>``)."""
+    prefix = "validate/dropped/"
+    return {k.removeprefix(prefix): int(v) for k, v in sorted(stats.items()) if k.startswith(prefix)}
+
+
 def report(out: Path, name: str) -> bool:
     """Print one spider's outcome from its stats file; False when it fetched no page at all
     because every download failed (a wrong host, no network), which is not a finished crawl."""
@@ -135,6 +141,11 @@ def report(out: Path, name: str) -> bool:
         f"{errors} download errors ({stats.get('finish_reason', '?')}) -> {out / f'{name}.jsonl'}",
         flush=True,
     )
+    dropped = policy_drops(stats)
+    if dropped:
+        # pairs extracted but refused by a validation rule: not extraction misses
+        counts = ", ".join(f"{reason} {n}" for reason, n in dropped.items())
+        print(f"{name}: {sum(dropped.values())} pairs refused by validation ({counts})", flush=True)
     if pages or not errors:
         return True
     prefix = "downloader/exception_type_count/"

@@ -98,3 +98,10 @@ def test_a_crawl_reports_what_it_fetched(tmp_path: Path) -> None:
     got = len(read_items(tmp_path / "sina.jsonl"))
     assert got and f"sina: {got} pairs written, " in done.stdout
     assert " download errors (finished) -> " in done.stdout
+
+
+def test_policy_drops_are_counted_per_rule() -> None:
+    from crawler.__main__ import policy_drops
+
+    stats = {"validate/dropped/reused_chars": 3, "validate/dropped/too_long": 1, "item_scraped_count": 9}
+    assert policy_drops(stats) == {"reused_chars": 3, "too_long": 1}

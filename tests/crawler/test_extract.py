@@ -111,3 +111,20 @@ def test_looks_like_couplet_on_the_human_test_set() -> None:
         ("晚风摇树树还挺", "晨露润花花更红"),
     ]
     assert all(looks_like_couplet(u, lo) for u, lo in sample)
+
+
+def test_text_is_normalised_before_extraction() -> None:
+    """Traditional labels, ASCII commas and inserted pinyin (hand-written example)."""
+    text = "上聯(lián):此處既非靈山,畢竟什麼世界。\n下聯(lián):其中如無活佛,何用這樣莊嚴。"
+    assert [(p.upper, p.lower) for p in prose_pairs(text)] == [
+        ("此处既非灵山，毕竟什么世界", "其中如无活佛，何用这样庄严")
+    ]
+
+
+def test_rows_of_a_poem_are_not_paired() -> None:
+    """登高 (real rows): four equal rows are a poem, not two couplets."""
+    rows = ["风急天高猿啸哀,渚清沙白鸟飞回。", "无边落木萧萧下,不尽长江滚滚来。"]
+    rows += ["万里悲秋常作客,百年多病独登台。", "艰难苦恨繁霜鬓,潦倒新停浊酒杯。"]
+    poem = "\n".join(rows)
+    assert prose_pairs(poem) == []
+    assert len(prose_pairs("\n".join(poem.split("\n")[2:]))) == 1  # two rows alone still pair
