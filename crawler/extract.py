@@ -21,6 +21,7 @@ from urllib.parse import urljoin
 from lxml import etree
 from parsel import Selector, SelectorList
 
+from data.normalize import Normalizer
 from data.text import is_han, is_punct
 from model.rules import no_reuse, punctuation_mirrored, repeats_mirrored
 
@@ -46,6 +47,22 @@ _PROSE_WORDS = re.compile(
 _NUMERALS = set("〇零一二三四五六七八九十百千0123456789")
 _DATE = re.compile(r"[〇零一二三四五六七八九十\d]{1,4}\s*[年月日号]")
 _LIST_ITEM = re.compile(r"^\s*(?:[（(]?[一二三四五六七八九十\d]+[）)、.．]|第[一二三四五六七八九十\d]+)")
+
+
+# Pinyin that a page inserts after a character: 聯(lián), 時(shí); the page's text without it.
+_PINYIN = re.compile(r"[(（][a-zA-Zāáǎàēéěèīíǐìōóǒòūúǔùǖǘǚǜüńňǹḿ]{1,7}[)）]")
+_normalizer: Normalizer | None = None
+
+
+def normalise_text(text: str) -> str:
+    """The page's text as extraction reads it: inserted pinyin removed, then each line
+    through the data stage's normalisation (full-width punctuation, traditional to
+    simplified, variants), so 上聯:A,B reads as 上联：A，B."""
+    global _normalizer
+    if _normalizer is None:
+        _normalizer = Normalizer()
+    lines = (_normalizer(line) for line in _PINYIN.sub("", text.translate(ZERO_WIDTH)).split("\n"))
+    return "\n".join(line for line in lines if line)
 
 
 @dataclass(frozen=True)
@@ -149,8 +166,8 @@ def sina_pairs(text: str) -> list[Pair]:
 
 def prose_pairs(text: str) -> list[Pair]:
     """Pairs quoted in prose (上联/下联 first, then 联曰, then bare lines); a piece of text
-    belongs to one pair at most."""
-    text = text.translate(ZERO_WIDTH)
+    belongs to one pair at most. The text is normalised first (``normalise_text``)."""
+    text = normalise_text(text)
     found: list[Pair] = []
     used: list[tuple[int, int]] = []
     for m in _SHANGXIA.finditer(text):
@@ -212,10 +229,33 @@ def _standalone_lines(text: str, used: list[tuple[int, int]]) -> Iterator[tuple[
         yield _clean_line(raw), raw
 
 
+def verse_rows(lines: list[tuple[str, str] | None], run: int = 4) -> set[int]:
+    """Indexes of lines in a run of ``run`` or more equal-length lines: rows of a poem (a quatrain has four)
+    (登高's four rows of two clauses each), whose neighbours are not a couplet."""
+    rows: set[int] = set()
+    start = 0
+    for i in range(1, len(lines) + 1):
+        same = (
+            i < len(lines)
+            and lines[i] is not None
+            and lines[i - 1] is not None
+            and len(lines[i][0]) == len(lines[i - 1][0])  # type: ignore[index]
+        )
+        if not same:
+            if i - start >= run:
+                rows.update(range(start, i))
+            start = i
+    return rows
+
+
 def _adjacent_pairs(text: str, used: list[tuple[int, int]]) -> Iterator[Pair]:
-    """Two lines one after the other that read as a couplet and nothing else."""
+    """Two lines one after the other that read as a couplet and nothing else (not rows of
+    a poem)."""
+    lines = list(_standalone_lines(text, used))
+    rows = verse_rows(lines)
     prev: tuple[str, str] | None = None
-    for cur in _standalone_lines(text, used):
+    for i, line in enumerate(lines):
+        cur = None if i in rows else line
         if cur is not None and prev is not None and looks_like_couplet(prev[0], cur[0]):
             yield Pair(prev[0], cur[0], f"{prev[1]}\n{cur[1]}", "adjacent")
             prev = None  # a line belongs to one pair at most
