@@ -39,6 +39,9 @@ _SHANGXIA = re.compile(
     r"(?:下联|对句)\s*(?:[是为曰云]\s*[：:]?|[：:])\s*(?P<low>[^\n]+?)\s*(?=[。！？!?]|\n|$)",
     re.S,
 )
+# A quoted pair (“A，B” or “A；B”) on a line that names a couplet (对联, 春联, 楹联, 一联 ...).
+_QUOTED = re.compile(r"[“\"「『]([^“”\"「」『』\n]{5,81})[”\"」』]")
+_CUE = re.compile(r"联|对")
 _PARTICLES = set("的了吗呢吧啊么哦呀嘛")
 # Words of everyday prose that couplets almost never use (about 1 test pair in 200 has one).
 _PROSE_WORDS = re.compile(
@@ -182,6 +185,7 @@ def prose_pairs(text: str) -> list[Pair]:
         if pair:
             found.append(pair)
             used.append(m.span())
+    found.extend(_quoted_pairs(text, used))
     found.extend(_adjacent_pairs(text, used))
     return found
 
@@ -199,8 +203,8 @@ def _as_pair(upper: str, lower: str, snippet: str, form: str) -> Pair | None:
     upper, lower = _clean_line(upper), _clean_line(lower)
     if not (is_couplet_line(upper) and is_couplet_line(lower)):
         return None
-    if len(upper) != len(lower) or not punctuation_mirrored(upper, lower):
-        return None
+    if len(upper) != len(lower) or not punctuation_mirrored(upper, lower) or upper == lower:
+        return None  # 好对，好对 is a cry, not a pair
     return Pair(upper, lower, snippet.strip(), form)
 
 
@@ -216,6 +220,23 @@ def _split_lianyue(body: str, snippet: str) -> Pair | None:
         if ch == "，" and 2 * i + 1 == len(body):
             return _as_pair(body[:i], body[i + 1 :], snippet, "lianyue")
     return None
+
+
+def _quoted_pairs(text: str, used: list[tuple[int, int]]) -> Iterator[Pair]:
+    """Quoted pairs (“A，B”) on a line that cues a couplet; each quote one pair at most."""
+    pos = 0
+    for line in text.split("\n"):
+        start, pos = pos, pos + len(line) + 1
+        if not _CUE.search(line):
+            continue
+        for m in _QUOTED.finditer(line):
+            span = (start + m.start(), start + m.end())
+            if any(a < span[1] and span[0] < b for a, b in used):
+                continue
+            pair = _split_lianyue(m[1], m[0])
+            if pair:
+                used.append(span)
+                yield Pair(pair.upper, pair.lower, pair.snippet, "quoted")
 
 
 def _standalone_lines(text: str, used: list[tuple[int, int]]) -> Iterator[tuple[str, str] | None]:

@@ -128,3 +128,14 @@ def test_rows_of_a_poem_are_not_paired() -> None:
     poem = "\n".join(rows)
     assert prose_pairs(poem) == []
     assert len(prose_pairs("\n".join(poem.split("\n")[2:]))) == 1  # two rows alone still pair
+
+
+def test_quoted_pairs_on_a_line_that_cues_a_couplet() -> None:
+    """From a real news page (huainannet.com): quotes after a cue word are pairs; a quote
+    on a line without 联 or 对 is not, nor a repeated cry."""
+    text = "“喜居宝地千年旺,福照家门万事兴”、“吉羊踏雪去,金猴报春来”……一副副春联\n"
+    text += "他说:“路遥知马力,日久见人心”\n众人都说:“好对,好对。”"
+    assert [(p.upper, p.lower, p.form) for p in prose_pairs(text)] == [
+        ("喜居宝地千年旺", "福照家门万事兴", "quoted"),
+        ("吉羊踏雪去", "金猴报春来", "quoted"),
+    ]
