@@ -22,8 +22,8 @@ from lxml import etree
 from parsel import Selector, SelectorList
 
 from data.normalize import Normalizer
+from data.rules import no_reuse, punctuation_mirrored, repeats_mirrored
 from data.text import is_han, is_punct
-from model.rules import no_reuse, punctuation_mirrored, repeats_mirrored
 
 # Invisible characters that the blog scatters inside its text.
 ZERO_WIDTH = dict.fromkeys(map(ord, "\u200b\u200c\u200d\u2060\ufeff"))

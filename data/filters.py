@@ -19,9 +19,9 @@ from operator import itemgetter
 import numpy as np
 
 from data.chars import MAX_CODE, CharBatch
+from data.rules import no_reuse, punctuation_mirrored, repeats_mirrored
 from data.sensitive import SensitiveFilter
 from data.text import PUNCTUATION, is_han, is_punct
-from model.rules import no_reuse, punctuation_mirrored, repeats_mirrored
 
 Pair = tuple[str, str]
 REASONS = (

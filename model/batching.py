@@ -17,7 +17,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from model.transformer import BOS_ID, EOS_ID, PAD_ID
+from data.vocab import BOS_ID, EOS_ID, PAD_ID
 
 
 @dataclass

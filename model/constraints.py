@@ -29,10 +29,10 @@ from dataclasses import dataclass, field
 import torch
 from torch import Tensor
 
+from data.rules import rhythm_positions
 from data.text import is_any_punct, is_han, is_punct
+from data.tones import Tone, char_tone, line_tones, wanted_end
 from data.vocab import BOS_ID, EOS_ID, PAD_ID, UNK_ID, Vocab
-from model.rules import rhythm_positions
-from model.tones import Tone, char_tone, line_tones, wanted_end
 
 NEG_INF = float("-inf")
 FREE = frozenset("_＿")

@@ -4,7 +4,7 @@
 ``generate(upper, options)`` plans the request (checking its constraints up front, see
 model/constraints.py), fuses the position rules into one ``(N, L+1, V)`` table, runs a
 fixed-length beam search over the model's KV cache, and reports each candidate with the
-string-level rule check of model/rules.py. ``generate_batch`` decodes many upper lines at
+string-level rule check of data/rules.py. ``generate_batch`` decodes many upper lines at
 once, grouped by length (every line of a group takes the same number of steps). With
 required characters (嵌字) the beam is shared out over how many each beam has placed.
 
@@ -25,7 +25,17 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from data.rules import (
+    RuleReport,
+    no_reuse,
+    no_three_level_tail,
+    punctuation_mirrored,
+    repeats_mirrored,
+    rhythm_share,
+    tone_end_ok,
+)
 from data.text import is_punct
+from data.tones import Tone, line_tones, mark
 from data.vocab import BOS_ID, PAD_ID, Vocab
 from model.bundle import Runtime
 from model.constraints import (
@@ -40,17 +50,7 @@ from model.constraints import (
     fuse,
     plan_request,
 )
-from model.rules import (
-    RuleReport,
-    no_reuse,
-    no_three_level_tail,
-    punctuation_mirrored,
-    repeats_mirrored,
-    rhythm_share,
-    tone_end_ok,
-)
 from model.tagger import CoupletTagger
-from model.tones import Tone, line_tones, mark
 from model.transformer import EOS_ID, CoupletTransformer, DecoderCache, LayerCache
 
 MAX_CANDIDATES = 20
@@ -66,7 +66,7 @@ class DecodeOptions:
 
     n_best: int = 10
     beam_size: int | None = None  # default n_best; never fewer than n_best
-    tone_mode: str = "modern"  # modern | lenient | classical (入声 oblique: model.tones)
+    tone_mode: str = "modern"  # modern | lenient | classical (入声 oblique: data.tones)
     rules: bool = True
     tone_end: bool = True  # the hard tone-at-the-end rule (only with rules on)
     locks: str | None = None  # e.g. "__春___": '_' or '＿' free, any other character locked
@@ -111,7 +111,7 @@ class DecodeOptions:
 class Candidate:
     text: str
     score: float  # model log-probability per token (L characters, the end if scored), over the shortlist
-    report: dict[str, bool | float | None]  # model.rules.check(...).as_dict()
+    report: dict[str, bool | float | None]  # data.rules.check(...).as_dict()
     # The search's score per token, by which candidates come best first: ``score`` plus, with a
     # proposer, its log-probability times ``ensemble_weight`` (normal search) or
     # ``proposer_weight`` (fast mode), plus the rhythm and 三平尾 preferences' penalties.
@@ -728,7 +728,7 @@ def _with_fallback(
 
 
 def rule_report(plan: Plan, lower: str) -> RuleReport:
-    """``model.rules.check(plan.upper, lower, plan.mode)`` with the upper line's tones,
+    """``data.rules.check(plan.upper, lower, plan.mode)`` with the upper line's tones,
     read once in the plan, reused for every candidate (the tests hold the two equal)."""
     if len(lower) != plan.length:
         return RuleReport(False, False, False, no_reuse(plan.upper, lower), None, None, True)

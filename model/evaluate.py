@@ -22,13 +22,13 @@ import torch
 from sacrebleu.metrics import BLEU
 
 from data.paths import data_dir, default_model_dir, work_dir
+from data.rules import HARD_RULES, check
+from data.tones import MODES as TONE_MODES
 from data.vocab import Vocab
 from model.bundle import SERVE_INT8, SERVE_RUNTIME
 from model.decode import MAX_CANDIDATES, RUNTIMES, DecodeOptions, Decoder, Runtime
 from model.greedy import greedy
-from model.rules import HARD_RULES, check
 from model.scoring import mean_nll
-from model.tones import MODES as TONE_MODES
 
 if TYPE_CHECKING:
     from model.checkpoint import CoupletModel

@@ -20,16 +20,13 @@ Shapes: B batch, S source length, V vocabulary, d model width.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from model.batching import Batch
 from model.transformer import EOS_ID, PAD_ID, EncoderLayer, ModelConfig, init_weights
-
-if TYPE_CHECKING:
-    from model.batching import Batch
 
 
 @dataclass

@@ -12,16 +12,18 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, fields, replace
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any, cast
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-if TYPE_CHECKING:
-    from model.batching import Batch
-
-PAD_ID, UNK_ID, BOS_ID, EOS_ID = 0, 1, 2, 3
+# The token ids are data.vocab's (defined once), re-exported for the model's callers.
+from data.vocab import BOS_ID as BOS_ID
+from data.vocab import EOS_ID as EOS_ID
+from data.vocab import PAD_ID as PAD_ID
+from data.vocab import UNK_ID as UNK_ID
+from model.batching import Batch
 
 
 @dataclass(frozen=True)

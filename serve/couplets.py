@@ -25,6 +25,7 @@ from typing import Any
 import torch
 
 from data.sensitive import ALLOW_LIST, SensitiveFilter, read_words
+from data.tones import line_tones, mark
 from model.bundle import MODEL_FILE, Bundle, load_bundle
 from model.decode import (
     DIVERSE_PENALTY,
@@ -36,7 +37,6 @@ from model.decode import (
     Runtime,
 )
 from model.decode import Candidate as DecodeCandidate
-from model.tones import line_tones, mark
 from serve.batching import DecodeBatcher
 from serve.known_lines import KnownLines
 from serve.schemas import Candidate, GenerateResponse, RuleReportOut

@@ -1,7 +1,7 @@
 """`python -m serve.export_feedback`: accepted feedback as training pairs for the data stage.
 
 Accepted: candidates whose votes sum above zero, and people's own lower lines, in both
-cases only pairs that keep every hard rule (model.rules.check): a vote sent by hand for a
+cases only pairs that keep every hard rule (data.rules.check): a vote sent by hand for a
 pair the service could never have proposed does not reach the training data. Written to
 work/feedback/accepted.tsv (upper<TAB>lower, no header), the data stage's "feedback" source.
 """
@@ -20,7 +20,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
 
 from data.paths import work_dir
-from model.rules import check
+from data.rules import check
 from serve.db import Feedback, init_db, make_engine
 from serve.settings import Settings, settings_problems
 

@@ -7,7 +7,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, computed_field, field_validator
 from pydantic.dataclasses import dataclass as pydantic_dataclass
 
-from model.rules import RuleReport
+from data.rules import RuleReport
 
 ToneMode = Literal["modern", "lenient", "classical"]
 
@@ -52,7 +52,7 @@ class GenerateRequest(Request):
 
 @pydantic_dataclass(frozen=True)
 class RuleReportOut(RuleReport):
-    """A pair checked against the couplet rules: ``model.rules.RuleReport``'s fields (derived,
+    """A pair checked against the couplet rules: ``data.rules.RuleReport``'s fields (derived,
     so the two cannot drift) and its ``hard_ok`` verdict."""
 
     @computed_field  # type: ignore[prop-decorator]

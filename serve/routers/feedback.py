@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter, status
 
-from model.rules import check
+from data.rules import check
 from serve.couplets import report_out
 from serve.db import Feedback
 from serve.deps import RateLimited, SettingsDep, StoreDep

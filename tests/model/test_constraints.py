@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from data.tones import Tone, char_tone
 from data.vocab import BOS_ID, EOS_ID, PAD_ID, UNK_ID, Vocab
 from model.constraints import (
     ConstraintError,
@@ -26,7 +27,6 @@ from model.constraints import (
     fuse,
     plan_request,
 )
-from model.tones import Tone, char_tone
 from tests.model.decode_fixtures import decode_vocab
 
 NEG = float("-inf")

@@ -9,6 +9,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from data.rules import check
 from data.vocab import BOS_ID, EOS_ID, PAD_ID, UNK_ID, Vocab
 from model.decode import (
     MAX_CANDIDATES,
@@ -19,7 +20,6 @@ from model.decode import (
     allocate,
     beam_search,
 )
-from model.rules import check
 from model.transformer import CoupletTransformer, ModelConfig
 from tests.model.decode_fixtures import decode_vocab
 

@@ -11,11 +11,11 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from data.rules import check
 from data.text import is_han, is_punct
 from data.vocab import Vocab
 from model.checkpoint import build_model
 from model.decode import DecodeOptions, Decoder
-from model.rules import check
 from model.tagger import CoupletTagger
 from model.transformer import CoupletTransformer, ModelConfig
 from tests.model.decode_fixtures import decode_vocab

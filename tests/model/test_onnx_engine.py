@@ -10,11 +10,11 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from data.rules import check
 from data.vocab import BOS_ID, EOS_ID, PAD_ID, UNK_ID, Vocab
 from model.checkpoint import build_model
 from model.decode import DecodeOptions, Decoder, Shortlist, beam_search
 from model.onnx_engine import OnnxTagger, OnnxTransformer
-from model.rules import check
 from model.tagger import CoupletTagger
 from model.transformer import CoupletTransformer, ModelConfig
 from tests.model.decode_fixtures import decode_vocab

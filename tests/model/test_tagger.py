@@ -11,7 +11,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from data.rules import check
 from data.text import is_han
+from data.tones import Tone
 from data.vocab import Vocab
 from model.batching import collate
 from model.bundle import PROPOSER_FILE, export_bundle, load_bundle
@@ -19,9 +21,7 @@ from model.card import render, training_summary
 from model.checkpoint import build_model, load_model
 from model.decode import DecodeOptions, Decoder, Shortlist, rescore
 from model.greedy import greedy
-from model.rules import check
 from model.tagger import CoupletTagger
-from model.tones import Tone
 from model.train import main
 from model.transformer import BOS_ID, EOS_ID, PAD_ID, CoupletTransformer, ModelConfig
 from tests.model.decode_fixtures import decode_vocab

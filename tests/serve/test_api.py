@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
+from data.rules import check
+from data.tones import line_tones, mark
 from model.onnx_engine import OnnxTransformer
-from model.rules import check
-from model.tones import line_tones, mark
 from model.transformer import CoupletTransformer
 from serve.deps import get_service
 from serve.main import create_app

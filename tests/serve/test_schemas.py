@@ -6,7 +6,7 @@ import dataclasses
 
 from fastapi.testclient import TestClient
 
-from model.rules import RuleReport, check
+from data.rules import RuleReport, check
 from serve.couplets import report_out
 from serve.schemas import FeedbackResponse
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from data.text import clauses, is_han, is_punct, repeat_pattern
-from model.tones import Tone, line_tones, opposed, wanted_end
+from data.tones import Tone, line_tones, opposed, wanted_end
 
 HARD_RULES = ("length", "punctuation", "repeats", "no_reuse")
 

@@ -2,10 +2,10 @@
 
 import pytest
 
+from data import tones as tones_module
+from data.rules import check, rhythm_positions
 from data.text import clauses, is_han, is_punct, repeat_pattern
-from model import tones as tones_module
-from model.rules import check, rhythm_positions
-from model.tones import Tone, char_tone, line_tones, mark, opposed, pingshui_rusheng, wanted_end
+from data.tones import Tone, char_tone, line_tones, mark, opposed, pingshui_rusheng, wanted_end
 
 
 def test_char_classes():
