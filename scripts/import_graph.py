@@ -15,6 +15,11 @@ PACKAGES = ("data", "crawler", "model", "serve", "bench")
 ORDER = {"data": 0, "crawler": 1, "model": 1, "serve": 2, "bench": 3}
 
 
+def _may_import(a: str, b: str) -> bool:
+    top_a, top_b = a.split(".")[0], b.split(".")[0]
+    return top_a == top_b or ORDER[top_b] < ORDER[top_a]
+
+
 @dataclass
 class Graph:
     edges: dict[str, set[str]] = field(default_factory=dict)  # module -> modules, imported at the top
@@ -57,12 +62,9 @@ class Graph:
         return found
 
     def upward(self) -> list[tuple[str, str]]:
-        return sorted(
-            (a, b)
-            for a, bs in self.all_edges().items()
-            for b in bs
-            if ORDER[b.split(".")[0]] > ORDER[a.split(".")[0]]
-        )
+        """Imports of a higher layer, or of a sibling on the same level (the crawler and the
+        model both stand on data/ alone)."""
+        return sorted((a, b) for a, bs in self.all_edges().items() for b in bs if not _may_import(a, b))
 
 
 def modules(root: Path) -> dict[str, Path]:

@@ -23,3 +23,9 @@ def test_the_graph_finds_a_circle() -> None:
     graph = import_graph.Graph(edges={"model.a": {"model.b"}}, deferred=[("model.b", "model.a", "function")])
     assert graph.circles() == [["model.a", "model.b"]]
     assert graph.upward() == []
+
+
+def test_a_sibling_import_is_upward() -> None:
+    edges = {"crawler.extract": {"model.decode", "data.rules"}, "model.x": {"data.a"}}
+    graph = import_graph.Graph(edges=edges)
+    assert graph.upward() == [("crawler.extract", "model.decode")]
