@@ -5,6 +5,9 @@ Layout of a bundle folder::
     model.pt          checkpoint with fp16 weights, no optimizer state
     proposer.pt       optional: an encoder-only proposer (model/tagger.py), fp16, same vocabulary
     fingerprints.npy  sorted uint64 fingerprints of the normalised training upper lines
+    known_lowers.txt.xz  optional: the training pairs' lower lines, one record per fingerprint
+                      (model.fingerprint.KnownLowers), so a fresh clone shows a known couplet's
+                      lower lines without the corpus; corpus text, AGPL-3.0 like the model
     sensitive.npy     hashed sensitive words (``data.sensitive.hash_words``); the longest
                       word's length is ``sensitive_max_len`` in model.pt's meta
     MODEL_CARD.md, DATA_CARD.md, eval.json
@@ -36,11 +39,12 @@ from model.checkpoint import (
     make_checkpoint,
     model_from_checkpoint,
 )
-from model.fingerprint import FingerprintIndex
+from model.fingerprint import FingerprintIndex, KnownLowers
 from model.tagger import CoupletTagger
 
 MODEL_FILE, FINGERPRINTS_FILE, SENSITIVE_FILE = "model.pt", "fingerprints.npy", "sensitive.npy"
 PROPOSER_FILE = "proposer.pt"
+KNOWN_FILE = "known_lowers.txt.xz"
 SERVE_INT8 = True  # how `make serve` decodes a bundle by default (serve.settings, model.evaluate read it)
 Runtime = Literal["torch", "onnx"]  # what runs the models while decoding (model.decode.RUNTIMES)
 SERVE_RUNTIME: Runtime = "onnx"  # and on what
@@ -67,9 +71,15 @@ class Bundle:
     data_card: str = ""
     eval: dict[str, Any] = field(default_factory=dict)
     proposer: CoupletTagger | None = None
+    known: KnownLowers | None = None
 
     def in_training_data(self, upper: str) -> bool:
         return self.fingerprints.contains(upper)
+
+    def known_lowers(self, upper: str) -> list[str]:
+        """The lower lines ``upper`` has in the training pairs (none when the bundle has no
+        known_lowers file)."""
+        return self.known.lowers(upper) if self.known is not None else []
 
     def sensitive_filter(self, allow: Iterable[str] = ()) -> Any:
         """``data.sensitive.SensitiveFilter`` built from the stored hashes, checking substrings
@@ -93,6 +103,7 @@ def export_bundle(
     proposer: CoupletTagger | None = None,
     proposer_meta: dict[str, Any] | None = None,
     train_uppers: Iterable[str] = (),
+    train_pairs: Iterable[tuple[str, str]] | None = None,
     sensitive_hashes: np.ndarray | None = None,
     sensitive_max_len: int | None = None,
     model_card: str = "",
@@ -106,7 +117,8 @@ def export_bundle(
     """Write a bundle into a temporary sibling folder, then swap it into ``out_dir``.
     ``proposer_meta``: the proposer's ``step`` and ``best_valid``, kept in its checkpoint.
     ``sensitive_max_len``: the longest hashed word's length (the filter checks no longer
-    substrings)."""
+    substrings). ``train_pairs``, when given, stands for ``train_uppers`` and also writes the
+    known lower lines."""
     out = Path(out_dir)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
@@ -120,7 +132,11 @@ def export_bundle(
             pm = proposer_meta or {}
             ckpt = make_checkpoint(proposer, vocab, pm.get("step", 0), pm.get("best_valid"), half=True)
             atomic_save(ckpt, tmp / PROPOSER_FILE)
-        FingerprintIndex.from_lines(train_uppers).save(tmp / FINGERPRINTS_FILE)
+        pairs = list(train_pairs) if train_pairs is not None else None
+        index = FingerprintIndex.from_lines(train_uppers if pairs is None else (u for u, _ in pairs))
+        index.save(tmp / FINGERPRINTS_FILE)
+        if pairs is not None:
+            (tmp / KNOWN_FILE).write_bytes(KnownLowers.encode(index, pairs))
         hashes = np.zeros(0, np.uint64) if sensitive_hashes is None else np.asarray(sensitive_hashes)
         _save_npy(tmp / SENSITIVE_FILE, hashes)
         (tmp / MODEL_CARD).write_text(model_card, encoding="utf-8")
@@ -172,6 +188,7 @@ def load_bundle(path: str | os.PathLike[str], dtype: torch.dtype = torch.float32
     fps = FingerprintIndex.load(fp_path) if fp_path.exists() else FingerprintIndex(np.zeros(0, np.uint64))
     sens = np.load(sens_path, allow_pickle=False) if sens_path.exists() else np.zeros(0, np.uint64)
     ev = json.loads(_read_text(root / EVAL_FILE) or "{}")
+    known = KnownLowers.load(fps, root / KNOWN_FILE) if (root / KNOWN_FILE).is_file() else None
     return Bundle(
         root,
         model,
@@ -183,6 +200,7 @@ def load_bundle(path: str | os.PathLike[str], dtype: torch.dtype = torch.float32
         _read_text(root / DATA_CARD),
         ev,
         load_proposer(root / PROPOSER_FILE, vocab, dtype) if (root / PROPOSER_FILE).is_file() else None,
+        known,
     )
 
 

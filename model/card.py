@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from data.paths import data_dir, default_model_dir
-from model.bundle import DATA_REPORT
+from model.bundle import DATA_REPORT, KNOWN_FILE
 
 
 @dataclass(frozen=True)
@@ -50,6 +50,13 @@ class Goal:
         if self.value is not None and self.ci95 is not None:
             shown += f" ± {self.ci95:g}"
         return f"| {self.name} | {shown} | {sign} {self.target:g}{self.unit} | {self.verdict()} |"
+
+
+KNOWN_NOTE = (
+    "The bundle also carries the lower lines of its training pairs (`known_lowers.txt.xz`, lzma,",
+    "found by the upper line's fingerprint), so the site shows a known couplet's lower lines",
+    "without the corpus: they are the corpus's text, AGPL-3.0 (wb14123) and MIT (verse, primers).",
+)
 
 
 def _read_json(path: Path | None) -> dict[str, Any]:
@@ -274,12 +281,15 @@ def render(
         "",
         "**License: AGPL-3.0.** The model is trained on the wb14123 corpus (AGPL-3.0), so it carries",
         "that license; the regulated-verse and primer pairs it also saw are MIT.",
+        *KNOWN_NOTE * (bundle / KNOWN_FILE).is_file(),
         "",
         "## Architecture and size",
         "",
         f"- parameters: {meta.get('n_params', '–'):,}" if meta.get("n_params") else "- parameters: –",
         f"- configuration: `{json.dumps(cfg, ensure_ascii=False)}`",
-        f"- bundle on disk: {size:.1f} MB (fp16 weights, vocabulary, fingerprints, cards)",
+        f"- bundle on disk: {size:.1f} MB (fp16 weights, vocabulary, fingerprints, "
+        + ("the training pairs' lower lines, " if (bundle / KNOWN_FILE).is_file() else "")
+        + "cards)",
         "",
         "## Training",
         "",

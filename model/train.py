@@ -439,7 +439,7 @@ def finish(
         out / "bundle",
         model,
         vocab,
-        train_uppers=(u for u, _ in train.pairs),
+        train_pairs=train.pairs,
         sensitive_hashes=hashes,
         sensitive_max_len=longest,
         data_card=data_card.read_text("utf-8") if data_card.exists() else "",

@@ -27,8 +27,9 @@ def preflight(settings: Settings) -> str:
     store that cannot be reached."""
     from sqlalchemy.exc import SQLAlchemyError
 
-    from model.bundle import check_proposer
+    from model.bundle import FINGERPRINTS_FILE, KNOWN_FILE, check_proposer
     from model.checkpoint import load_checkpoint
+    from model.fingerprint import FingerprintIndex, KnownLowers
     from serve.db import make_engine
 
     try:
@@ -36,6 +37,9 @@ def preflight(settings: Settings) -> str:
         proposer_path = settings.model_dir / PROPOSER_FILE
         if proposer_path.exists():  # the fast mode's tagger, checked as load_bundle will
             check_proposer(load_checkpoint(proposer_path), model["vocab"], proposer_path)
+        known_path = settings.model_dir / KNOWN_FILE
+        if known_path.exists():  # the known lower lines, one record per fingerprint
+            KnownLowers.load(FingerprintIndex.load(settings.model_dir / FINGERPRINTS_FILE), known_path)
     except (OSError, ValueError) as e:
         return f"cannot load the model bundle: {e}"
     try:

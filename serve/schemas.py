@@ -81,7 +81,9 @@ class GenerateResponse(BaseModel):
     upper_tones: list[str]
     candidates: list[Candidate]
     in_training_set: bool = Field(description="the upper line is a training upper line (fingerprint index)")
-    known_lower_lines: list[str] = Field(description="its lower lines in the training pairs, when configured")
+    known_lower_lines: list[str] = Field(
+        description="its lower lines in the training pairs (the bundle's, or the corpus's when configured)"
+    )
     unknown_chars: list[str] = Field(description="characters the model does not know")
     upper_ends_level: bool = Field(
         description="the upper line ends 平: it is probably the lower line of a pair"

@@ -5,9 +5,9 @@ import pytest
 import torch
 
 from data.vocab import Vocab
-from model.bundle import export_bundle, load_bundle
+from model.bundle import KNOWN_FILE, export_bundle, load_bundle
 from model.checkpoint import load_checkpoint, load_model, save
-from model.fingerprint import FingerprintIndex, fingerprint
+from model.fingerprint import FingerprintIndex, KnownLowers, fingerprint
 from model.transformer import CoupletTransformer, ModelConfig
 
 
@@ -74,6 +74,26 @@ def test_bundle_round_trip(tmp_path, vocab: Vocab, pairs) -> None:
         torch.testing.assert_close(b.model(src, tgt), model(src, tgt), atol=0.05, rtol=0.05)
     export_bundle(out, model, vocab, train_uppers=["x"])  # replacing an existing bundle
     assert len(load_bundle(out).fingerprints) == 1
+
+
+def test_bundle_carries_the_known_lower_lines(tmp_path, vocab: Vocab, pairs) -> None:
+    model = make_model(vocab)
+    (u0, l0), (u1, l1) = pairs[0], pairs[1]
+    train = [(u0, l0), (u1, l1), (u0, "另一下联"), (u0, l0)]  # a repeated pair is listed once
+    out = export_bundle(tmp_path / "bundle", model, vocab, train_pairs=train)
+    b = load_bundle(out)
+    assert b.in_training_data(u0) and b.known_lowers(u0) == [l0, "另一下联"]
+    assert b.known_lowers(f" {u1} ") == [l1]  # looked up by the fingerprint's light normalisation
+    assert b.known_lowers("无此上联") == []
+    assert len(b.fingerprints) == 2
+    plain = export_bundle(tmp_path / "plain", model, vocab, train_uppers=[u0])
+    assert load_bundle(plain).known_lowers(u0) == [] and not (plain / KNOWN_FILE).exists()
+    (out / KNOWN_FILE).write_bytes(b"not lzma")
+    with pytest.raises(ValueError, match="not an lzma file"):
+        load_bundle(out)
+    (out / KNOWN_FILE).write_bytes(KnownLowers.encode(FingerprintIndex.from_lines(["x"]), []))
+    with pytest.raises(ValueError, match="1 records for 2 fingerprints"):
+        load_bundle(out)
 
 
 def test_load_bundle_missing(tmp_path) -> None:

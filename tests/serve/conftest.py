@@ -107,6 +107,7 @@ def build_bundle(
     bad_word: str | None = None,
     sensitive: Sequence[str] = (),
     proposer_word: str | None = None,
+    known: bool = False,
 ) -> Path:
     model = tiny_model(vocab, seed)
     if bad_word:
@@ -116,6 +117,7 @@ def build_bundle(
         model,
         vocab,
         train_uppers=[u for u, _ in PAIRS],
+        train_pairs=PAIRS if known else None,
         sensitive_hashes=hash_words(sensitive),
         sensitive_max_len=max((len(w) for w in sensitive), default=None),  # as make train writes it
         model_card=f"# 测试模型 {version}\n",

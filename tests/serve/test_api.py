@@ -9,6 +9,7 @@ from fastapi.testclient import TestClient
 
 from data.rules import check
 from data.tones import line_tones, mark
+from data.vocab import Vocab
 from model.onnx_engine import OnnxTransformer
 from model.transformer import CoupletTransformer
 from serve.deps import get_service
@@ -174,6 +175,19 @@ def test_training_flag_without_the_corpus(settings: Settings) -> None:
         assert c.get("/api/v1/health").json()["known_lines"] == 0
 
 
+def test_known_lower_lines_from_the_bundle_without_the_corpus(
+    settings: Settings, vocab: Vocab, tmp_path: Path
+) -> None:
+    # a fresh clone: the bundle carries its training pairs' lower lines
+    bundle = build_bundle(tmp_path / "known", vocab, seed=1, version="known", known=True)
+    upper, lower = PAIRS[1]
+    with TestClient(create_app(settings.model_copy(update={"known_pairs": None, "model_dir": bundle}))) as c:
+        body = c.post("/api/v1/generate", json={"upper": upper}).json()
+        assert body["in_training_set"] is True and body["known_lower_lines"] == [lower]
+        body = c.post("/api/v1/generate", json={"upper": "无此上联"}).json()
+        assert body["in_training_set"] is False and body["known_lower_lines"] == []
+
+
 @pytest.mark.parametrize(("int8", "runtime"), [(True, "torch"), (False, "torch"), (True, "onnx")])
 def test_decoding_engine_settings_hold_across_a_reload(
     settings: Settings, bundle_b: Path, int8: bool, runtime: str
@@ -275,3 +289,21 @@ def test_serve_refuses_a_bundle_whose_proposer_will_not_load(
     )  # fmt: skip
     assert r.returncode == 2, r.stderr
     assert says in r.stderr and "proposer.pt" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_serve_refuses_a_bundle_whose_known_lines_will_not_load(tmp_path: Path, bundle_a: Path) -> None:
+    import shutil
+    import subprocess
+    import sys
+
+    from model.bundle import KNOWN_FILE
+
+    bundle = tmp_path / "bundle"
+    shutil.copytree(bundle_a, bundle)
+    (bundle / KNOWN_FILE).write_bytes(b"\xfd7zXZ truncated")
+    r = subprocess.run(
+        [sys.executable, "-m", "serve", "--model", str(bundle), "--database-url", f"sqlite:///{tmp_path}/f.db"],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert r.returncode == 2, r.stderr
+    assert KNOWN_FILE in r.stderr and "not an lzma file" in r.stderr and "Traceback" not in r.stderr
