@@ -33,7 +33,8 @@ class Settings(BaseSettings):
     )
     known_pairs: Path | None = Field(
         default_factory=_default_known_pairs,
-        description="upper<TAB>lower training pairs (plain or .gz) giving the known lower lines instead of the bundle's; None: the bundle's",
+        description="upper<TAB>lower training pairs (plain or .gz) giving the known lower lines "
+        "instead of the bundle's; None: the bundle's",
     )
     sensitive_words: Path | None = Field(
         default=None, description="an extra sensitive-word list (one a line)"
