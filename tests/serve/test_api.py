@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -265,14 +268,18 @@ def test_serve_refuses_what_would_stop_it_in_one_line(tmp_path: Path, args: list
     assert says in r.stderr and "Traceback" not in r.stderr
 
 
+def start_serve(bundle: Path, tmp_path: Path) -> subprocess.CompletedProcess[str]:
+    """``python -m serve`` on ``bundle``, as a user starts it (it is expected to refuse)."""
+    return subprocess.run(
+        [sys.executable, "-m", "serve", "--model", str(bundle), "--database-url", f"sqlite:///{tmp_path}/f.db"],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+
+
 @pytest.mark.parametrize("proposer", ["junk", "seq2seq"])
 def test_serve_refuses_a_bundle_whose_proposer_will_not_load(
     tmp_path: Path, bundle_a: Path, proposer: str
 ) -> None:
-    import shutil
-    import subprocess
-    import sys
-
     from model.bundle import MODEL_FILE, PROPOSER_FILE
 
     bundle = tmp_path / "bundle"
@@ -283,27 +290,17 @@ def test_serve_refuses_a_bundle_whose_proposer_will_not_load(
     else:  # an encoder-decoder where the tagger belongs
         shutil.copy(bundle / MODEL_FILE, bundle / PROPOSER_FILE)
         says = "must be an encoder-only tagger"
-    r = subprocess.run(
-        [sys.executable, "-m", "serve", "--model", str(bundle), "--database-url", f"sqlite:///{tmp_path}/f.db"],
-        capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+    r = start_serve(bundle, tmp_path)
     assert r.returncode == 2, r.stderr
     assert says in r.stderr and "proposer.pt" in r.stderr and "Traceback" not in r.stderr
 
 
 def test_serve_refuses_a_bundle_whose_known_lines_will_not_load(tmp_path: Path, bundle_a: Path) -> None:
-    import shutil
-    import subprocess
-    import sys
-
     from model.bundle import KNOWN_FILE
 
     bundle = tmp_path / "bundle"
     shutil.copytree(bundle_a, bundle)
     (bundle / KNOWN_FILE).write_bytes(b"\xfd7zXZ truncated")
-    r = subprocess.run(
-        [sys.executable, "-m", "serve", "--model", str(bundle), "--database-url", f"sqlite:///{tmp_path}/f.db"],
-        capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+    r = start_serve(bundle, tmp_path)
     assert r.returncode == 2, r.stderr
     assert KNOWN_FILE in r.stderr and "not an lzma file" in r.stderr and "Traceback" not in r.stderr
