@@ -158,10 +158,6 @@ class LoadedModel:
         except ConstraintError as exc:
             return exc
 
-    def known_lowers(self, upper: str) -> list[str]:
-        """The bundle's known lower lines of ``upper`` that pass the sensitive filter."""
-        return [w for w in self.bundle.known_lowers(upper) if self.is_clean(w)][:KNOWN_SHOWN]
-
     def _clean(self, result: DecodeResult) -> list[DecodeCandidate]:
         return [c for c in result.candidates if self.is_clean(c.text)]
 
@@ -180,7 +176,7 @@ class LoadedModel:
                 for c in clean[: q.n]
             ],
             in_training_set=self.bundle.in_training_data(q.upper),
-            known_lower_lines=self.known_lowers(q.upper),
+            known_lower_lines=[],
             unknown_chars=list(result.unknown_chars),
             upper_ends_level=result.probably_reversed,
             filtered=len(result.candidates) - len(clean),
@@ -316,8 +312,11 @@ class CoupletService:
                 self._cache[key] = answer
                 while len(self._cache) > self._cache_size:
                     self._cache.popitem(last=False)
-        corpus = self.known.lowers(q.upper, KNOWN_SHOWN) if self.known is not None else []
-        known = [w for w in corpus if model.is_clean(w)]
+        # the corpus file's lower lines when one is configured, else the bundle's own
+        found = self.known.lowers(q.upper, KNOWN_SHOWN) if self.known is not None else None
+        if found is None:
+            found = model.bundle.known_lowers(q.upper)
+        known = [w for w in found if model.is_clean(w)][:KNOWN_SHOWN]
         return answer.model_copy(update={"known_lower_lines": known}) if known else answer
 
     def reload(self, path: Path) -> tuple[str, str, float]:
