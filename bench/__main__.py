@@ -68,7 +68,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    from model.runtime import set_omp_wait_policy
+    from model.training.omp import set_omp_wait_policy
 
     set_omp_wait_policy("bench")
     sys.exit(main())

@@ -32,10 +32,11 @@ import torch
 
 from data.paths import ROOT, corpus_dir, data_dir, default_model_dir
 from data.vocab import Vocab
-from model.bundle import SERVE_INT8, SERVE_RUNTIME
-from model.decode import DIVERSE_PENALTY, ConstraintError, DecodeOptions, Decoder
-from model.tagger import CoupletTagger
-from model.transformer import CoupletTransformer, ModelConfig
+from model.decoding.constraints import ConstraintError
+from model.decoding.decoder import Decoder
+from model.decoding.options import DIVERSE_PENALTY, SERVE_INT8, SERVE_RUNTIME, DecodeOptions
+from model.net.tagger import CoupletTagger
+from model.net.transformer import CoupletTransformer, ModelConfig
 
 FIXTURE = ROOT / "tests" / "model" / "fixtures" / "couplets50.tsv"
 PRESET = ROOT / "model" / "presets" / "cpu.json"
@@ -53,7 +54,7 @@ def load_decoder() -> tuple[Decoder, str]:
     """The encoder-decoder alone (its proposer, if the bundle has one, is the ``proposer`` attribute)."""
     bundle = default_model_dir() / "model.pt"
     if bundle.is_file():
-        from model.bundle import load_bundle
+        from model.release.bundle import load_bundle
 
         b = load_bundle(default_model_dir())
         decoder = Decoder(b.model, b.vocab)

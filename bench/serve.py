@@ -61,8 +61,8 @@ def fallback_bundle(out: Path, preset: str = "cpu") -> Path:
     import torch
 
     from data.vocab import Vocab
-    from model.bundle import export_bundle
-    from model.transformer import CoupletTransformer, ModelConfig
+    from model.net.transformer import CoupletTransformer, ModelConfig
+    from model.release.bundle import export_bundle
 
     spm = data_dir() / "spm.model"
     vocab = Vocab.from_file(spm) if spm.is_file() else Vocab.train(FALLBACK_LINES, out.parent / "spm")

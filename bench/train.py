@@ -19,10 +19,10 @@ import torch
 from torch.utils.flop_counter import FlopCounterMode
 
 from data.paths import data_dir
-from model.batching import Batch, collate
-from model.checkpoint import build_model
-from model.trainer import TrainConfig, compute_context, make_optimizer, seq2seq_loss, use_bf16
-from model.transformer import ModelConfig
+from model.net.batch import Batch, collate
+from model.net.checkpoint import build_model
+from model.net.transformer import ModelConfig
+from model.training.trainer import TrainConfig, compute_context, make_optimizer, seq2seq_loss, use_bf16
 
 PRESETS = Path(__file__).resolve().parent.parent / "model" / "presets"
 

@@ -15,7 +15,7 @@
 # ~200 MB each); on a machine still warm from a first call the same command resumes them.
 #
 # Environment (all optional):
-#   DEVICE_PRESET=gpu            the preset to train (model/presets/<name>.json)
+#   DEVICE_PRESET=gpu            the preset to train (model/training/presets/<name>.json)
 #   DEVICE_PROPOSER=NAME         train this proposer preset instead of the preset's "proposer"
 #                                ("null": none)
 #   DEVICE_DATA=.carry/data      the carried data folder (scripts/device_prepare.sh)
@@ -70,11 +70,11 @@ name = torch.cuda.get_device_name(0) if ok else "no CUDA device"
 print(f"torch {torch.__version__}, CUDA {torch.version.cuda}: {name}", file=sys.stderr)
 if require == "1" and not ok:
     sys.exit("error: no CUDA device (DEVICE_REQUIRE_CUDA=0 trains on the CPU)")
-spec = json.load(open(f"model/presets/{preset}.json", encoding="utf-8"))
+spec = json.load(open(f"model/training/presets/{preset}.json", encoding="utf-8"))
 name = (None if proposer == "null" else proposer) if proposer else spec.get("proposer")
 minutes = 0.0
 if name:
-    minutes = float(json.load(open(f"model/presets/{name}.json"))["train"].get("max_minutes") or 0)
+    minutes = float(json.load(open(f"model/training/presets/{name}.json"))["train"].get("max_minutes") or 0)
     if not minutes:
         print(f"warning: the proposer preset {name!r} has no max_minutes", file=sys.stderr)
 main = float(total) - minutes - float(overhead)

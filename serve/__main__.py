@@ -9,7 +9,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from model.bundle import MODEL_FILE, PROPOSER_FILE
+from model.release.bundle import MODEL_FILE, PROPOSER_FILE
 from serve.settings import Settings, settings_problems
 
 LOG_LEVELS = ("critical", "error", "warning", "info", "debug", "trace")
@@ -27,9 +27,9 @@ def preflight(settings: Settings) -> str:
     store that cannot be reached."""
     from sqlalchemy.exc import SQLAlchemyError
 
-    from model.bundle import FINGERPRINTS_FILE, KNOWN_FILE, check_proposer
-    from model.checkpoint import load_checkpoint
-    from model.fingerprint import FingerprintIndex, KnownLowers
+    from model.net.checkpoint import check_proposer, load_checkpoint
+    from model.release.bundle import FINGERPRINTS_FILE, KNOWN_FILE
+    from model.release.fingerprint import FingerprintIndex, KnownLowers
     from serve.db import make_engine
 
     try:

@@ -26,17 +26,11 @@ import torch
 
 from data.sensitive import ALLOW_LIST, SensitiveFilter, read_words
 from data.tones import line_tones, mark
-from model.bundle import MODEL_FILE, Bundle, load_bundle
-from model.decode import (
-    DIVERSE_PENALTY,
-    MAX_CANDIDATES,
-    ConstraintError,
-    DecodeOptions,
-    Decoder,
-    DecodeResult,
-    Runtime,
-)
-from model.decode import Candidate as DecodeCandidate
+from model.decoding.constraints import ConstraintError
+from model.decoding.decoder import Decoder
+from model.decoding.options import DIVERSE_PENALTY, MAX_CANDIDATES, DecodeOptions, DecodeResult, Runtime
+from model.decoding.options import Candidate as DecodeCandidate
+from model.release.bundle import MODEL_FILE, Bundle, load_bundle
 from serve.batching import DecodeBatcher
 from serve.known_lines import KnownLines
 from serve.schemas import Candidate, GenerateResponse, RuleReportOut
@@ -95,7 +89,7 @@ def extra_filter(settings: Settings) -> SensitiveFilter | None:
 
 @dataclass(frozen=True)
 class Engine:
-    """How a bundle is decoded: int8 copies of the models, and on what (model.decode.RUNTIMES)."""
+    """How a bundle is decoded: int8 copies of the models, and on what (model.decoding.options.RUNTIMES)."""
 
     int8: bool = False
     runtime: Runtime = "torch"

@@ -8,7 +8,7 @@ from pydantic import Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from data.paths import ROOT, data_dir, default_model_dir, work_dir
-from model.bundle import SERVE_INT8, SERVE_RUNTIME, Runtime
+from model.decoding.options import SERVE_INT8, SERVE_RUNTIME, Runtime
 from serve.db import store_url
 
 

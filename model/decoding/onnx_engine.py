@@ -31,8 +31,9 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-from model.tagger import CoupletTagger, LatticeCache
-from model.transformer import PAD_ID, CoupletTransformer, EncoderLayer
+from model.decoding.quantize import quantized
+from model.net.tagger import CoupletTagger, LatticeCache
+from model.net.transformer import PAD_ID, CoupletTransformer, EncoderLayer
 
 OPSET = 17
 Axes = dict[str, dict[int, str]]  # input name -> {dimension: its name}
@@ -368,8 +369,6 @@ class OnnxTransformer:
         self.dec_norm = model.dec_norm
         self.head: nn.Module = model.head
         if int8:
-            from model.decode import quantized
-
             self.head = quantized(nn.Sequential(model.head))[0]
 
     def encode(self, src: Tensor) -> Tensor:

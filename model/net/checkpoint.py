@@ -11,13 +11,13 @@ from __future__ import annotations
 import os
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import torch
 
 from data.vocab import Vocab
-from model.tagger import CoupletTagger
-from model.transformer import CoupletTransformer, ModelConfig
+from model.net.tagger import CoupletTagger
+from model.net.transformer import CoupletTransformer, ModelConfig
 
 FORMAT_VERSION = 1
 
@@ -119,3 +119,21 @@ def load_model(
     skip = {"state_dict", "vocab", "optimizer", "scheduler", "rng"}
     meta = {k: v for k, v in ckpt.items() if k not in skip}
     return model, Vocab(ckpt["vocab"]), meta
+
+
+def load_proposer(path: Path, vocab: Vocab, dtype: torch.dtype = torch.float32) -> CoupletTagger:
+    """The tagger in checkpoint ``path``; ValueError unless it is one, on ``vocab``."""
+    ckpt = load_checkpoint(path)
+    check_proposer(ckpt, vocab.to_bytes(), path)
+    return cast(CoupletTagger, model_from_checkpoint(ckpt, dtype).eval())
+
+
+def check_proposer(ckpt: dict[str, Any], vocab: bytes, path: Path) -> None:
+    """ValueError unless the checkpoint dict ``ckpt`` (from ``path``) holds an encoder-only
+    tagger on the vocabulary ``vocab`` (``Vocab.to_bytes()``): checked before any weights are
+    built, so `python -m serve` can check a bundle's proposer before start-up."""
+    kind = ckpt["model_config"].get("kind", "seq2seq")
+    if kind != "tagger":
+        raise ValueError(f"{path}: a proposer must be an encoder-only tagger, not a {kind} model")
+    if ckpt["vocab"] != vocab:
+        raise ValueError(f"{path}: the proposer's vocabulary differs from the model's")

@@ -25,8 +25,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from model.batching import Batch
-from model.transformer import EOS_ID, PAD_ID, EncoderLayer, ModelConfig, init_weights
+from model.net.batch import Batch
+from model.net.transformer import EOS_ID, PAD_ID, EncoderLayer, ModelConfig, init_weights
 
 
 @dataclass

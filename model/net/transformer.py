@@ -23,7 +23,7 @@ from data.vocab import BOS_ID as BOS_ID
 from data.vocab import EOS_ID as EOS_ID
 from data.vocab import PAD_ID as PAD_ID
 from data.vocab import UNK_ID as UNK_ID
-from model.batching import Batch
+from model.net.batch import Batch
 
 
 @dataclass(frozen=True)
@@ -38,7 +38,7 @@ class ModelConfig:
     max_len: int = 64  # longest line + BOS/EOS
     aligned: bool = True  # add the encoder state at position i to decoder input i
     tie_embeddings: bool = True  # one table for source, target and output
-    kind: str = "seq2seq"  # "seq2seq": encoder-decoder; "tagger": encoder only (model/tagger.py)
+    kind: str = "seq2seq"  # "seq2seq": encoder-decoder; "tagger": encoder only (model/net/tagger.py)
 
     def __post_init__(self) -> None:
         check_field_types(self)
@@ -227,7 +227,7 @@ def init_weights(
     layers: list[nn.Module],
     tied_head: nn.Linear | None,
 ) -> None:
-    """Initialise a couplet model (the encoder-decoder, or the tagger of model/tagger.py).
+    """Initialise a couplet model (the encoder-decoder, or the tagger of model/net/tagger.py).
 
     Small embeddings (std 0.02) used unscaled, as in GPT-2: with N(0, 1/d) embeddings times
     sqrt(d), the tied output layer scores the input token sqrt(d) above the rest and the

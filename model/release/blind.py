@@ -36,8 +36,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from model.decode import DecodeOptions
-from model.evaluate import load_any, make_decoder
+from model.decoding.options import DecodeOptions
+from model.release.evaluate import load_any, make_decoder
 
 HEADER = ("id", "上联", "A", "B", "better", "score_A", "score_B")
 BETTER = {"a": "A", "b": "B", "tie": "tie", "=": "tie", "t": "tie", "平": "tie", "同": "tie"}
@@ -370,7 +370,3 @@ def main(argv: list[str] | None = None) -> int:
     except BlindError as e:
         print(f"blind: error: {e}", file=sys.stderr)
         return 2
-
-
-if __name__ == "__main__":
-    sys.exit(main())

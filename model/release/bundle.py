@@ -3,10 +3,10 @@
 Layout of a bundle folder::
 
     model.pt          checkpoint with fp16 weights, no optimizer state
-    proposer.pt       optional: an encoder-only proposer (model/tagger.py), fp16, same vocabulary
+    proposer.pt       optional: an encoder-only proposer (model/net/tagger.py), fp16, same vocabulary
     fingerprints.npy  sorted uint64 fingerprints of the normalised training upper lines
     known_lowers.txt.xz  optional: the training pairs' lower lines, one record per fingerprint
-                      (model.fingerprint.KnownLowers), so a fresh clone shows a known couplet's
+                      (model.release.fingerprint.KnownLowers), so a fresh clone shows a known couplet's
                       lower lines without the corpus; corpus text, AGPL-3.0 like the model
     sensitive.npy     hashed sensitive words (``data.sensitive.hash_words``); the longest
                       word's length is ``sensitive_max_len`` in model.pt's meta
@@ -25,29 +25,26 @@ import tempfile
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, cast
+from typing import Any
 
 import numpy as np
 import torch
 
+from data.sensitive import SensitiveFilter
 from data.vocab import Vocab
-from model.checkpoint import (
+from model.net.checkpoint import (
     CoupletModel,
     atomic_save,
-    load_checkpoint,
     load_model,
+    load_proposer,
     make_checkpoint,
-    model_from_checkpoint,
 )
-from model.fingerprint import FingerprintIndex, KnownLowers
-from model.tagger import CoupletTagger
+from model.net.tagger import CoupletTagger
+from model.release.fingerprint import FingerprintIndex, KnownLowers
 
 MODEL_FILE, FINGERPRINTS_FILE, SENSITIVE_FILE = "model.pt", "fingerprints.npy", "sensitive.npy"
 PROPOSER_FILE = "proposer.pt"
 KNOWN_FILE = "known_lowers.txt.xz"
-SERVE_INT8 = True  # how `make serve` decodes a bundle by default (serve.settings, model.evaluate read it)
-Runtime = Literal["torch", "onnx"]  # what runs the models while decoding (model.decode.RUNTIMES)
-SERVE_RUNTIME: Runtime = "onnx"  # and on what
 MODEL_CARD, DATA_CARD, EVAL_FILE = "MODEL_CARD.md", "DATA_CARD.md", "eval.json"
 DATA_REPORT = "data_report.json"
 # report.json's parts that quote corpus lines: a bundle carries counts, never corpus text
@@ -84,8 +81,6 @@ class Bundle:
     def sensitive_filter(self, allow: Iterable[str] = ()) -> Any:
         """``data.sensitive.SensitiveFilter`` built from the stored hashes, checking substrings
         as long as the longest hashed word (up to 8 characters in bundles that do not say)."""
-        from data.sensitive import SensitiveFilter  # the data stage owns the filter
-
         max_len = int(self.meta.get("sensitive_max_len") or 8)
         return SensitiveFilter.from_hashes(self.sensitive_hashes, allow=allow, max_len=max_len)
 
@@ -202,21 +197,3 @@ def load_bundle(path: str | os.PathLike[str], dtype: torch.dtype = torch.float32
         load_proposer(root / PROPOSER_FILE, vocab, dtype) if (root / PROPOSER_FILE).is_file() else None,
         known,
     )
-
-
-def load_proposer(path: Path, vocab: Vocab, dtype: torch.dtype = torch.float32) -> CoupletTagger:
-    """The tagger in checkpoint ``path``; ValueError unless it is one, on ``vocab``."""
-    ckpt = load_checkpoint(path)
-    check_proposer(ckpt, vocab.to_bytes(), path)
-    return cast(CoupletTagger, model_from_checkpoint(ckpt, dtype).eval())
-
-
-def check_proposer(ckpt: dict[str, Any], vocab: bytes, path: Path) -> None:
-    """ValueError unless the checkpoint dict ``ckpt`` (from ``path``) holds an encoder-only
-    tagger on the vocabulary ``vocab`` (``Vocab.to_bytes()``): checked before any weights are
-    built, so `python -m serve` can check a bundle's proposer before start-up."""
-    kind = ckpt["model_config"].get("kind", "seq2seq")
-    if kind != "tagger":
-        raise ValueError(f"{path}: a proposer must be an encoder-only tagger, not a {kind} model")
-    if ckpt["vocab"] != vocab:
-        raise ValueError(f"{path}: the proposer's vocabulary differs from the model's")

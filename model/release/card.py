@@ -20,7 +20,11 @@ from pathlib import Path
 from typing import Any
 
 from data.paths import data_dir, default_model_dir
-from model.bundle import DATA_REPORT, KNOWN_FILE
+from model.decoding.options import DecodeOptions
+from model.net.checkpoint import load_checkpoint, model_from_checkpoint
+from model.release.bundle import DATA_REPORT, KNOWN_FILE
+from model.release.evaluate import BLEU_ORDERS, with_ci
+from model.training.hardware import hardware_description
 
 
 @dataclass(frozen=True)
@@ -135,8 +139,6 @@ def goals(ev: dict[str, Any], size_mb: float, bench: dict[str, Any]) -> list[Goa
 
 
 def eval_table(ev: dict[str, Any]) -> list[str]:
-    from model.evaluate import BLEU_ORDERS, with_ci  # BLEU as "9.79 ± 0.45" where its interval is known
-
     splits = [s for s in ("full", "leakfree") if s in ev]
     if not splits:
         return ["No evaluation figures are in this bundle (trained with `--no-eval`)."]
@@ -213,8 +215,6 @@ def proposer_section(bundle: Path, run_dir: Path | None) -> list[str]:
     if not meta:
         return []
     tr = training_summary(run_dir)
-    from model.decode import DecodeOptions  # here: the device image, which runs model.train, has no pypinyin
-
     options = DecodeOptions()
     trained = (
         f"- trained {tr['steps']:,} steps, {tr['minutes']:.1f} min, {tr.get('pairs_seen', 0):,} pairs "
@@ -225,7 +225,7 @@ def proposer_section(bundle: Path, run_dir: Path | None) -> list[str]:
     return [
         "## Proposer",
         "",
-        "An encoder-only tagger (model/tagger.py) that predicts every lower character in one pass. In",
+        "An encoder-only tagger (model/net/tagger.py) that predicts every lower character in one pass. In",
         "the normal search its log-probabilities are added to every step's scores (a second opinion,",
         f"weight {options.ensemble_weight}); in the fast mode the search runs over its per-position",
         "distributions and the encoder-decoder rescores the best proposals. In both, only its top",
@@ -326,8 +326,6 @@ def render(
 
 def _read_checkpoint_meta(bundle: Path, name: str = "model.pt") -> dict[str, Any]:
     """Config, step and parameter count from a checkpoint of the bundle."""
-    from model.checkpoint import load_checkpoint, model_from_checkpoint
-
     path = bundle / name
     if not path.is_file():
         return {}
@@ -336,16 +334,6 @@ def _read_checkpoint_meta(bundle: Path, name: str = "model.pt") -> dict[str, Any
     # the state dict repeats tied weights: count the module's own
     meta["n_params"] = model_from_checkpoint(ckpt).num_parameters()
     return meta
-
-
-def hardware_description() -> str:
-    import os
-
-    import torch
-
-    if torch.cuda.is_available():
-        return f"{torch.cuda.device_count()} x {torch.cuda.get_device_name(0)}"
-    return f"CPU, {os.cpu_count()} cores, {torch.get_num_threads()} threads"
 
 
 def write_card(bundle: Path, train_dir: Path | None, report: Path, bench: Path | None = None) -> Path:
@@ -405,7 +393,3 @@ def main(argv: list[str] | None = None) -> int:
     (args.bundle / "MODEL_CARD.md").write_text(card, encoding="utf-8")
     print(f"wrote {args.bundle / 'MODEL_CARD.md'}")
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -16,7 +16,7 @@ import sys
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, fields, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 from sacrebleu.metrics import BLEU
@@ -25,13 +25,14 @@ from data.paths import data_dir, default_model_dir, work_dir
 from data.rules import HARD_RULES, check
 from data.tones import MODES as TONE_MODES
 from data.vocab import Vocab
-from model.bundle import SERVE_INT8, SERVE_RUNTIME
-from model.decode import MAX_CANDIDATES, RUNTIMES, DecodeOptions, Decoder, Runtime
-from model.greedy import greedy
-from model.scoring import mean_nll
-
-if TYPE_CHECKING:
-    from model.checkpoint import CoupletModel
+from model.decoding.decoder import Decoder
+from model.decoding.options import MAX_CANDIDATES, RUNTIMES, SERVE_INT8, SERVE_RUNTIME, DecodeOptions, Runtime
+from model.net.checkpoint import CoupletModel, load_model
+from model.net.checkpoint import load_proposer as checkpoint_proposer
+from model.release.bundle import MODEL_FILE, load_bundle
+from model.training.greedy import greedy
+from model.training.pairs import PairData, read_tsv
+from model.training.scoring import mean_nll
 
 Decode = Callable[[list[str]], list[str]]
 
@@ -85,8 +86,6 @@ def distinct(lines: list[str], n: int) -> float:
 
 
 def perplexity(model: CoupletModel, vocab: Vocab, pairs: list[tuple[str, str]]) -> float:
-    from model.train import PairData  # the same encoding and batching as training
-
     data = PairData(pairs, vocab, model.cfg.max_len, batch_tokens=4096)
     with torch.no_grad():
         return round(math.exp(mean_nll(model, data.fixed_batches(list(range(len(data)))))), 2)
@@ -123,9 +122,9 @@ def make_decoder(
     int8: bool = SERVE_INT8,
     runtime: Runtime = SERVE_RUNTIME,
 ) -> Decode:
-    """Top candidate of ``model.decode.Decoder`` (or plain greedy decoding when asked),
+    """Top candidate of ``model.decoding.decoder.Decoder`` (or plain greedy decoding when asked),
     with a ``proposer`` (an encoder-only tagger) beside the model; ``int8``: quantised copies;
-    ``runtime``: what runs them (model.decode.RUNTIMES)."""
+    ``runtime``: what runs them (model.decoding.options.RUNTIMES)."""
     if use_greedy:
         return lambda uppers: greedy(model, vocab, uppers)
     decoder = Decoder(model, vocab, int8=int8, proposer=proposer, runtime=runtime)
@@ -178,8 +177,6 @@ def evaluate_files(
     model's; a ``proposer`` is the tagger the decoder uses, see ``DecodeOptions``;
     ``n_bootstrap``: resamples for BLEU's confidence intervals, 0 for none; ``lines_out``, a
     list, receives (reference, top candidate) for each line, for a paired comparison)."""
-    from model.train import read_tsv
-
     tone_mode = getattr(options, "tone_mode", "modern")
     test_path = folder / "test.tsv"
     if not test_path.is_file():
@@ -206,7 +203,7 @@ def evaluate_files(
     result["decoder"] = (
         "greedy"
         if use_greedy
-        else "model.decode"
+        else "model.decode"  # the label eval.json has always recorded
         + (" fast (proposer)" if fast else "")
         + (" int8" if int8 else "")
         + f" ({runtime})"
@@ -259,22 +256,15 @@ def markdown(result: dict[str, Any]) -> str:
 def load_any(path: Path) -> tuple[Any, Vocab, Any]:
     """A bundle folder or a checkpoint file -> (model, vocabulary, the bundle's proposer or None)."""
     if path.is_dir():
-        from model.bundle import load_bundle
-
         b = load_bundle(path)
         return b.model, b.vocab, b.proposer
-    from model.checkpoint import load_model
-
     model, vocab, _ = load_model(path)
     return model, vocab, None
 
 
 def load_proposer(path: Path, vocab: Vocab) -> Any:
     """An encoder-only tagger from a checkpoint (or a bundle's model), on the same vocabulary."""
-    from model.bundle import MODEL_FILE
-    from model.bundle import load_proposer as load
-
-    return load(path / MODEL_FILE if path.is_dir() else path, vocab)
+    return checkpoint_proposer(path / MODEL_FILE if path.is_dir() else path, vocab)
 
 
 def decode_options(args: argparse.Namespace) -> Any:
@@ -435,7 +425,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--tone-mode", default="modern", choices=["modern", "lenient", "classical"])
     p.add_argument("--rhythm-weight", type=float, default=None)
     p.add_argument("--three-level-weight", type=float, default=None)
-    p.add_argument("--greedy", action="store_true", help="plain greedy decoding instead of model.decode")
+    p.add_argument("--greedy", action="store_true", help="plain greedy decoding instead of model.decoding")
     p.add_argument("--compare-rules", action="store_true", help="also decode with the rules off; report both")
     p.add_argument(
         "--compare-weights",
@@ -532,8 +522,6 @@ def main(argv: list[str] | None = None) -> int:
         if args.no_proposer or args.greedy:
             proposer = None
         train_path = folder / "train.tsv"
-        from model.train import read_tsv
-
         lowers = [lo for _, lo in read_tsv(train_path)] if train_path.exists() else []
         options = decode_options(args)
         if options is not None:
@@ -543,7 +531,7 @@ def main(argv: list[str] | None = None) -> int:
         variants = [v for flag, vs in COMPARISONS.items() if getattr(args, flag) for v in vs]
         variants += [compare_with(options, spec) for spec in args.compare_with]  # checked before decoding
         if (variants or args.compare_model) and args.greedy:
-            raise ValueError("--compare-* compare searches of model.decode; --greedy has no options")
+            raise ValueError("--compare-* compare searches of model.decoding; --greedy has no options")
         others = [(label, model, proposer, replace(options, **change)) for label, change in variants]
         for path in args.compare_model:  # another model, the same search: a bundle with its proposer
             other, other_vocab, other_proposer = load_any(path)  # loaded (and checked) before decoding
@@ -583,10 +571,3 @@ def main(argv: list[str] | None = None) -> int:
     print(text)
     print(f"written to {out}")
     return 0
-
-
-if __name__ == "__main__":
-    from model.runtime import set_omp_wait_policy
-
-    set_omp_wait_policy("model.evaluate")
-    sys.exit(main())

@@ -1,6 +1,6 @@
 """Greedy decoding of exactly as many characters as the source has: a quick check inside training.
 
-The full beam search under the couplet rules is ``model.decode``; this is only for the
+The full beam search under the couplet rules is ``model.decoding``; this is only for the
 validation BLEU printed while training.
 """
 
@@ -11,8 +11,8 @@ from typing import Any
 import torch
 
 from data.vocab import Vocab
-from model.checkpoint import CoupletModel
-from model.transformer import EOS_ID, PAD_ID
+from model.net.checkpoint import CoupletModel
+from model.net.transformer import EOS_ID, PAD_ID
 
 
 @torch.no_grad()

@@ -1,4 +1,5 @@
-"""Process set-up shared by the command-line entry points that run PyTorch on a CPU."""
+"""The OpenMP wait policy for the command-line entry points that run PyTorch on a CPU (set
+before torch loads, so this module imports no torch)."""
 
 from __future__ import annotations
 

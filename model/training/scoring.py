@@ -5,9 +5,9 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from model.batching import Batch
-from model.checkpoint import CoupletModel
-from model.transformer import EOS_ID, PAD_ID
+from model.net.batch import Batch
+from model.net.checkpoint import CoupletModel
+from model.net.transformer import EOS_ID, PAD_ID
 
 
 @torch.no_grad()

@@ -26,10 +26,11 @@ from torch import nn
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from tqdm import tqdm
 
-from model.batching import Batch, prefetch
-from model.checkpoint import load_checkpoint
-from model.losses import cross_entropy, distillation
-from model.transformer import PAD_ID, check_field_types
+from model.net.batch import Batch
+from model.net.checkpoint import load_checkpoint
+from model.net.transformer import PAD_ID, check_field_types
+from model.training.batches import prefetch
+from model.training.losses import cross_entropy, distillation
 
 
 @dataclass
@@ -169,7 +170,7 @@ def compute_context(device: torch.device, bf16: bool) -> ExitStack:
     such short sequences its CPU flash-attention kernel costs more than the attention itself:
     its backward took 22% of a `cpu` preset step, and the plain kernel trained that preset 37%
     faster (EXPERIMENTS.md §14). A CPU training step now bypasses both with
-    ``model.transformer.short_attention`` (§15); validation, without autograd, keeps the plain
+    ``model.net.transformer.short_attention`` (§15); validation, without autograd, keeps the plain
     kernel. On CUDA the default choice stays."""
     stack = ExitStack()
     if bf16:

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from data.paths import default_model_dir
-from model.blind import main, p_value, sign_test, wilson
+from model.release.blind import main, p_value, sign_test, wilson
 
 UPPERS = ["春风得意马蹄疾", "海阔凭鱼跃", "书山有路勤为径", "一帆风顺", "明月松间照", "花开富贵"]
 HUMAN = ["秋月扬辉桂子香", "天高任鸟飞", "学海无涯苦作舟", "万事如意", "清泉石上流", "竹报平安"]

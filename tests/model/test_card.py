@@ -2,7 +2,7 @@
 
 import json
 
-from model.card import Goal, goals, main
+from model.release.card import Goal, goals, main
 
 
 def test_goal_verdicts():
@@ -31,10 +31,10 @@ def test_goals_read_eval_figures():
 
 def test_card_from_a_bundle(tmp_path):
     from data.vocab import Vocab
-    from model.bundle import export_bundle
-    from model.decode import DecodeOptions
-    from model.tagger import CoupletTagger
-    from model.transformer import CoupletTransformer, ModelConfig
+    from model.decoding.options import DecodeOptions
+    from model.net.tagger import CoupletTagger
+    from model.net.transformer import CoupletTransformer, ModelConfig
+    from model.release.bundle import export_bundle
 
     vocab = Vocab.train(["春风得意马蹄疾", "秋雨无声雁影孤"] * 3, tmp_path / "spm")
     model = CoupletTransformer(ModelConfig(vocab_size=len(vocab), d_model=32, n_heads=2, d_ff=64))
@@ -92,8 +92,8 @@ def test_a_bundle_keeps_the_counts_of_its_own_data(tmp_path, monkeypatch):
     data_report.json, even after `make data` has rebuilt work/data differently; the bundle
     keeps counts, not the report's example pairs."""
     from data.vocab import Vocab
-    from model.bundle import DATA_REPORT, export_bundle
-    from model.transformer import CoupletTransformer, ModelConfig
+    from model.net.transformer import CoupletTransformer, ModelConfig
+    from model.release.bundle import DATA_REPORT, export_bundle
 
     vocab = Vocab.train(["春风得意马蹄疾", "秋雨无声雁影孤"] * 3, tmp_path / "spm")
     model = CoupletTransformer(ModelConfig(vocab_size=len(vocab), d_model=32, n_heads=2, d_ff=64))

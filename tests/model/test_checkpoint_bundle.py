@@ -5,10 +5,10 @@ import pytest
 import torch
 
 from data.vocab import Vocab
-from model.bundle import KNOWN_FILE, export_bundle, load_bundle
-from model.checkpoint import load_checkpoint, load_model, save
-from model.fingerprint import FingerprintIndex, KnownLowers, fingerprint
-from model.transformer import CoupletTransformer, ModelConfig
+from model.net.checkpoint import load_checkpoint, load_model, save
+from model.net.transformer import CoupletTransformer, ModelConfig
+from model.release.bundle import KNOWN_FILE, export_bundle, load_bundle
+from model.release.fingerprint import FingerprintIndex, KnownLowers, fingerprint
 
 
 def make_model(vocab: Vocab) -> CoupletTransformer:
@@ -102,7 +102,7 @@ def test_load_bundle_missing(tmp_path) -> None:
 
 
 def test_half_checkpoint_stores_tied_weights_once(vocab: Vocab) -> None:
-    from model.checkpoint import make_checkpoint
+    from model.net.checkpoint import make_checkpoint
 
     model = CoupletTransformer(ModelConfig(vocab_size=len(vocab), d_model=32, n_heads=2, d_ff=64))
     state = make_checkpoint(model, vocab, half=True)["state_dict"]

@@ -7,7 +7,7 @@ import torch
 
 from data.tones import Tone, char_tone
 from data.vocab import BOS_ID, EOS_ID, PAD_ID, UNK_ID, Vocab
-from model.constraints import (
+from model.decoding.constraints import (
     ConstraintError,
     ExactLength,
     Locks,

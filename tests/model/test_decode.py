@@ -11,16 +11,11 @@ import torch.nn.functional as F
 
 from data.rules import check
 from data.vocab import BOS_ID, EOS_ID, PAD_ID, UNK_ID, Vocab
-from model.decode import (
-    MAX_CANDIDATES,
-    ConstraintError,
-    DecodeOptions,
-    Decoder,
-    _diverse_topk,
-    allocate,
-    beam_search,
-)
-from model.transformer import CoupletTransformer, ModelConfig
+from model.decoding.constraints import ConstraintError
+from model.decoding.decoder import Decoder
+from model.decoding.options import MAX_CANDIDATES, DecodeOptions
+from model.decoding.search import _diverse_topk, allocate, beam_search
+from model.net.transformer import CoupletTransformer, ModelConfig
 from tests.model.decode_fixtures import decode_vocab
 
 
@@ -193,8 +188,8 @@ def test_upper_line_ending_level_is_flagged(decoder):
 
 
 def test_make_eval_compares_rules_on_and_off_and_each_weight(tmp_path, vocab, pairs, decoder):
-    from model.checkpoint import save
-    from model.evaluate import main
+    from model.release.evaluate import main
+    from model.net.checkpoint import save
 
     (tmp_path / "test.tsv").write_text("".join(f"{u}\t{lo}\n" for u, lo in pairs[:12]), encoding="utf-8")
     save(tmp_path / "model.pt", decoder.model, vocab)
@@ -240,8 +235,8 @@ def test_make_eval_compares_rules_on_and_off_and_each_weight(tmp_path, vocab, pa
 def test_make_eval_rejects_a_bad_comparison_before_decoding(
     tmp_path, vocab, pairs, decoder, capsys, spec, message
 ):
-    from model.checkpoint import save
-    from model.evaluate import main
+    from model.release.evaluate import main
+    from model.net.checkpoint import save
 
     (tmp_path / "test.tsv").write_text("".join(f"{u}\t{lo}\n" for u, lo in pairs[:3]), encoding="utf-8")
     save(tmp_path / "model.pt", decoder.model, vocab)
@@ -262,8 +257,8 @@ def test_make_eval_rejects_a_bad_comparison_before_decoding(
 def test_make_eval_compares_another_model_on_the_same_lines(tmp_path, vocab, pairs, decoder):
     """A checkpoint beside the asked one: the same weights give a zero paired difference,
     other weights their own figures."""
-    from model.checkpoint import save
-    from model.evaluate import main
+    from model.release.evaluate import main
+    from model.net.checkpoint import save
 
     (tmp_path / "test.tsv").write_text("".join(f"{u}\t{lo}\n" for u, lo in pairs[:12]), encoding="utf-8")
     save(tmp_path / "model.pt", decoder.model, vocab)
@@ -293,12 +288,12 @@ def test_allocate_keeps_the_best_of_every_bank():
 def test_bank_allocation_finds_better_lines_with_required_characters(decoder, pairs, monkeypatch):
     """Plain top-k postpones a costly required character to the end; keeping beams of every
     count finds higher-scoring lines for most upper lines (19 of 25 measured, 4 worse)."""
-    import model.decode
+    import model.decoding.search
 
     uppers = [u for u, _ in pairs[:16] if not set(u) & set("山月")][:6]
     options = DecodeOptions(n_best=5, required_chars="山月")
     banked = [decoder.generate(u, options).candidates[0].score for u in uppers]
-    monkeypatch.setattr(model.decode, "allocate", lambda total, bank, k, n: total.topk(k, dim=1))
+    monkeypatch.setattr(model.decoding.search, "allocate", lambda total, bank, k, n: total.topk(k, dim=1))
     plain = [decoder.generate(u, options).candidates[0].score for u in uppers]
     better = sum(b > p + 1e-6 for b, p in zip(banked, plain, strict=True))
     worse = sum(p > b + 1e-6 for b, p in zip(banked, plain, strict=True))

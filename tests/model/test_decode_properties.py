@@ -14,10 +14,11 @@ from hypothesis import strategies as st
 from data.rules import check
 from data.text import is_han, is_punct
 from data.vocab import Vocab
-from model.checkpoint import build_model
-from model.decode import DecodeOptions, Decoder
-from model.tagger import CoupletTagger
-from model.transformer import CoupletTransformer, ModelConfig
+from model.decoding.decoder import Decoder
+from model.decoding.options import DecodeOptions
+from model.net.checkpoint import build_model
+from model.net.tagger import CoupletTagger
+from model.net.transformer import CoupletTransformer, ModelConfig
 from tests.model.decode_fixtures import decode_vocab
 
 MARKS = "，。！？；："

@@ -14,12 +14,12 @@ import pytest
 import torch
 
 from data.vocab import Vocab
-from model.bundle import load_bundle
-from model.checkpoint import build_model, load_checkpoint, save
-from model.ship import is_packed, pack, unpack
-from model.tagger import CoupletTagger
-from model.train import UsageError
-from model.transformer import ModelConfig
+from model.net.checkpoint import build_model, load_checkpoint, save
+from model.net.tagger import CoupletTagger
+from model.net.transformer import ModelConfig
+from model.release.bundle import load_bundle
+from model.training.pack import is_packed, pack, unpack
+from model.training.errors import UsageError
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPTS = ROOT / "scripts"

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from data.vocab import Vocab
-from model.evaluate import (
+from model.release.evaluate import (
     bleu_scores,
     distinct,
     evaluate_files,
@@ -16,7 +16,7 @@ from model.evaluate import (
     paired_bleu,
     rule_rates,
 )
-from model.transformer import CoupletTransformer, ModelConfig
+from model.net.transformer import CoupletTransformer, ModelConfig
 
 
 def test_bleu_of_references_against_themselves_is_100(pairs) -> None:

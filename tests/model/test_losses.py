@@ -7,7 +7,7 @@ import torch
 import torch.nn.functional as F
 
 from model import losses
-from model.losses import cross_entropy
+from model.training.losses import cross_entropy
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])

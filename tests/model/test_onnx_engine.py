@@ -12,11 +12,14 @@ import torch.nn.functional as F
 
 from data.rules import check
 from data.vocab import BOS_ID, EOS_ID, PAD_ID, UNK_ID, Vocab
-from model.checkpoint import build_model
-from model.decode import DecodeOptions, Decoder, Shortlist, beam_search
-from model.onnx_engine import OnnxTagger, OnnxTransformer
-from model.tagger import CoupletTagger
-from model.transformer import CoupletTransformer, ModelConfig
+from model.decoding.decoder import Decoder
+from model.decoding.onnx_engine import OnnxTagger, OnnxTransformer
+from model.decoding.options import DecodeOptions
+from model.decoding.search import beam_search
+from model.decoding.shortlist import Shortlist
+from model.net.checkpoint import build_model
+from model.net.tagger import CoupletTagger
+from model.net.transformer import CoupletTransformer, ModelConfig
 from tests.model.decode_fixtures import decode_vocab
 
 SMALL: dict[str, Any] = {

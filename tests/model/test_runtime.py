@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from model.runtime import machine_is_busy
+from model.training.omp import machine_is_busy
 
 
 @pytest.mark.skipif(not os.path.exists("/proc/stat"), reason="reads Linux's /proc/stat")

@@ -7,8 +7,9 @@ person relies on when they run `make serve` on a fresh clone.
 import pytest
 
 from data.paths import default_model_dir
-from model.bundle import load_bundle
-from model.decode import DecodeOptions, Decoder
+from model.decoding.decoder import Decoder
+from model.decoding.options import DecodeOptions
+from model.release.bundle import load_bundle
 
 UPPERS = [
     "春风得意马蹄疾",

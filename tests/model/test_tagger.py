@@ -15,15 +15,18 @@ from data.rules import check
 from data.text import is_han
 from data.tones import Tone
 from data.vocab import Vocab
-from model.batching import collate
-from model.bundle import PROPOSER_FILE, export_bundle, load_bundle
-from model.card import render, training_summary
-from model.checkpoint import build_model, load_model
-from model.decode import DecodeOptions, Decoder, Shortlist, rescore
-from model.greedy import greedy
-from model.tagger import CoupletTagger
+from model.release.card import render, training_summary
+from model.decoding.decoder import Decoder
+from model.decoding.options import DecodeOptions
+from model.decoding.search import rescore
+from model.decoding.shortlist import Shortlist
+from model.net.batch import collate
+from model.net.checkpoint import build_model, load_model
+from model.net.tagger import CoupletTagger
+from model.net.transformer import BOS_ID, EOS_ID, PAD_ID, CoupletTransformer, ModelConfig
+from model.release.bundle import PROPOSER_FILE, export_bundle, load_bundle
 from model.train import main
-from model.transformer import BOS_ID, EOS_ID, PAD_ID, CoupletTransformer, ModelConfig
+from model.training.greedy import greedy
 from tests.model.decode_fixtures import decode_vocab
 
 SMALL: dict[str, Any] = {

@@ -11,13 +11,21 @@ from pathlib import Path
 import pytest
 import torch
 
-from model.batching import Batch, bucket_batches, collate
-from model.bundle import load_bundle
-from model.checkpoint import build_model, load_checkpoint, load_model
-from model.greedy import greedy
+from model.net.batch import Batch, collate
+from model.net.checkpoint import build_model, load_checkpoint, load_model
+from model.net.transformer import ModelConfig
+from model.release.bundle import load_bundle
 from model.train import main
-from model.trainer import TrainConfig, bf16_matmul_speedup, distill_loss, lr_factor, seq2seq_loss, use_bf16
-from model.transformer import ModelConfig
+from model.training.batches import bucket_batches
+from model.training.greedy import greedy
+from model.training.trainer import (
+    TrainConfig,
+    bf16_matmul_speedup,
+    distill_loss,
+    lr_factor,
+    seq2seq_loss,
+    use_bf16,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 FAST = ["--set", "amp=off", "--set", "threads=1"]

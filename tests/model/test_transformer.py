@@ -7,7 +7,7 @@ import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-from model.transformer import BOS_ID, EOS_ID, PAD_ID, CoupletTransformer, ModelConfig, short_attention
+from model.net.transformer import BOS_ID, EOS_ID, PAD_ID, CoupletTransformer, ModelConfig, short_attention
 
 
 def small(aligned: bool = True) -> CoupletTransformer:

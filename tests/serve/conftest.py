@@ -21,9 +21,9 @@ from fastapi.testclient import TestClient
 from crawler.localredis import free_port
 from data.sensitive import hash_words
 from data.vocab import Vocab
-from model.bundle import export_bundle
-from model.tagger import CoupletTagger
-from model.transformer import CoupletTransformer, ModelConfig
+from model.net.tagger import CoupletTagger
+from model.net.transformer import CoupletTransformer, ModelConfig
+from model.release.bundle import export_bundle
 from serve.main import create_app
 from serve.settings import Settings
 from tests.serve.postgres import LocalPostgres, postgres_bindir

@@ -13,8 +13,8 @@ from fastapi.testclient import TestClient
 from data.rules import check
 from data.tones import line_tones, mark
 from data.vocab import Vocab
-from model.onnx_engine import OnnxTransformer
-from model.transformer import CoupletTransformer
+from model.decoding.onnx_engine import OnnxTransformer
+from model.net.transformer import CoupletTransformer
 from serve.deps import get_service
 from serve.main import create_app
 from serve.settings import Settings
@@ -280,7 +280,7 @@ def start_serve(bundle: Path, tmp_path: Path) -> subprocess.CompletedProcess[str
 def test_serve_refuses_a_bundle_whose_proposer_will_not_load(
     tmp_path: Path, bundle_a: Path, proposer: str
 ) -> None:
-    from model.bundle import MODEL_FILE, PROPOSER_FILE
+    from model.release.bundle import MODEL_FILE, PROPOSER_FILE
 
     bundle = tmp_path / "bundle"
     shutil.copytree(bundle_a, bundle)
@@ -296,7 +296,7 @@ def test_serve_refuses_a_bundle_whose_proposer_will_not_load(
 
 
 def test_serve_refuses_a_bundle_whose_known_lines_will_not_load(tmp_path: Path, bundle_a: Path) -> None:
-    from model.bundle import KNOWN_FILE
+    from model.release.bundle import KNOWN_FILE
 
     bundle = tmp_path / "bundle"
     shutil.copytree(bundle_a, bundle)

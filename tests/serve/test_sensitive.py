@@ -7,8 +7,9 @@ from pathlib import Path
 import torch
 from fastapi.testclient import TestClient
 
-from model.bundle import load_bundle
-from model.decode import DecodeOptions, Decoder
+from model.decoding.decoder import Decoder
+from model.decoding.options import DecodeOptions
+from model.release.bundle import load_bundle
 from serve.main import create_app
 from serve.settings import Settings
 from tests.serve.conftest import BAD_WORD, wait_known

@@ -1,0 +1,88 @@
+"""What a decode is asked for and what it gives back: ``DecodeOptions``, ``Candidate``,
+``DecodeResult``, and the runtimes a ``Decoder`` may run the models on (with the served
+defaults, which ``serve.settings`` and ``model.release.evaluate`` read)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Literal, get_args
+
+MAX_CANDIDATES = 20
+DIVERSE_PENALTY = 1.0  # ``diversity`` of a served ``diverse`` request (docs/EXPERIMENTS.md §8)
+
+
+@dataclass(frozen=True)
+class DecodeOptions:
+    """What to generate. ``rules=False`` is a plain beam search with only the exact length
+    (and the user's locks / required characters); the weights set the preferences (0 = off)."""
+
+    n_best: int = 10
+    beam_size: int | None = None  # default n_best; never fewer than n_best
+    tone_mode: str = "modern"  # modern | lenient | classical (入声 oblique: data.tones)
+    rules: bool = True
+    tone_end: bool = True  # the hard tone-at-the-end rule (only with rules on)
+    locks: str | None = None  # e.g. "__春___": '_' or '＿' free, any other character locked
+    required_first: str | None = None  # 藏头: the first character (after any opening punctuation)
+    required_chars: str = ""  # 嵌字: each must appear somewhere
+    rhythm_weight: float = 1.0  # cost of an unopposed tone at a rhythm position
+    three_level_weight: float = 2.0  # cost of a level tone that makes a 三平尾
+    score_end: bool = False  # one more model step for log P(end of sequence) after the line
+    fast: bool = False  # with a proposer: search its one-pass lattice, rescore (faster, lower BLEU)
+    # with a proposer: its log-probabilities' weight in the normal search; with the session-12
+    # tagger 1.5 beat 1.0 on 3,000 validation lines, BLEU-4 3.73 against 3.70 and 3.74 against
+    # 3.46 (1.25 and 1.75 in between; docs/EXPERIMENTS.md §17)
+    ensemble_weight: float = 1.5
+    # fast mode: how many candidates the proposer's search hands to the rescoring (at least n_best);
+    # 10 scored as 40 did on 400 test lines, in 30 ms a request against 54 (docs/EXPERIMENTS.md §6)
+    proposals: int = 10
+    proposer_weight: float = 0.0  # with a proposer: weight of its log-probability in the final score
+    # with a proposer: the output layer scores only its top-k of each position (0: all); 16 gave
+    # the BLEU of 32 and 24 on 1,000 validation lines, 0.8 ms sooner (docs/EXPERIMENTS.md §13)
+    shortlist: int = 16
+    # > 0: diverse beam search; the beam is split into n_best groups, one candidate each, and a
+    # group pays this much for a character an earlier group chose at the same position
+    diversity: float = 0.0
+
+    @property
+    def groups(self) -> tuple[int, ...]:
+        """The beams of each group of a diverse search: two for the first (its line is the best
+        candidate, and two beams found lines as good as five or ten, one did not: docs/
+        EXPERIMENTS.md §8), one for each other, and ``beam_size`` is not used; () for one plain
+        beam (without ``diversity``, in the fast mode, whose proposals are rescored as one
+        list, and for one candidate)."""
+        if self.diversity > 0 and not self.fast and self.n_best > 1:
+            return (2,) + (1,) * (self.n_best - 1)
+        return ()
+
+    @property
+    def beam(self) -> int:
+        return sum(self.groups) or max(self.n_best, self.beam_size or self.n_best)
+
+
+@dataclass(frozen=True)
+class Candidate:
+    text: str
+    score: float  # model log-probability per token (L characters, the end if scored), over the shortlist
+    report: dict[str, bool | float | None]  # data.rules.check(...).as_dict()
+    # The search's score per token, by which candidates come best first: ``score`` plus, with a
+    # proposer, its log-probability times ``ensemble_weight`` (normal search) or
+    # ``proposer_weight`` (fast mode), plus the rhythm and 三平尾 preferences' penalties.
+    rank: float = math.nan
+
+
+@dataclass(frozen=True)
+class DecodeResult:
+    upper: str
+    candidates: list[Candidate]
+    unknown_chars: list[str] = field(default_factory=list)  # encoded as unk, still mirrored
+    upper_end_tone: str = ""  # 平 / 仄 / 中 / "" of the upper line's last character
+    probably_reversed: bool = False  # the upper ends level: the pair is probably the other way
+
+
+Runtime = Literal["torch", "onnx"]  # what runs the models while decoding
+RUNTIMES: tuple[Runtime, ...] = get_args(Runtime)
+SERVE_INT8 = (
+    True  # how `make serve` decodes a bundle by default (serve.settings, model.release.evaluate read it)
+)
+SERVE_RUNTIME: Runtime = "onnx"  # and on what

@@ -1,0 +1,114 @@
+"""The training pairs: TSV files (plain, or xz / gzip as carried to a lent GPU machine) read
+into ``PairData``, encoded pairs in flat arrays that hand out length-bucketed batches."""
+
+from __future__ import annotations
+
+import gzip
+import lzma
+import subprocess
+import sys
+from pathlib import Path
+from typing import IO
+
+import numpy as np
+
+from data.vocab import Vocab
+from model.net.batch import Batch, collate
+from model.training.batches import bucket_batches
+from model.training.errors import UsageError
+
+
+def open_text(path: Path) -> IO[str]:
+    """A UTF-8 text file, read through xz or gzip when its name ends in ``.xz`` or ``.gz``."""
+    if path.suffix == ".xz":
+        return lzma.open(path, "rt", encoding="utf-8")
+    if path.suffix == ".gz":
+        return gzip.open(path, "rt", encoding="utf-8")
+    return open(path, encoding="utf-8")
+
+
+def data_file(folder: Path, name: str) -> Path:
+    """``folder/name``, else its compressed copy ``name.xz`` or ``name.gz`` (as carried to a
+    lent GPU machine, scripts/device_prepare.sh)."""
+    for candidate in (name, f"{name}.xz", f"{name}.gz"):
+        if (folder / candidate).is_file():
+            return folder / candidate
+    return folder / name
+
+
+def read_tsv(path: Path) -> list[tuple[str, str]]:
+    pairs = []
+    with open_text(path) as f:
+        for line in f:
+            upper, sep, lower = line.rstrip("\n").partition("\t")
+            if sep and upper and lower:
+                pairs.append((upper, lower))
+    return pairs
+
+
+class PairData:
+    """Encoded pairs in two flat arrays with offsets (compact for 700k pairs)."""
+
+    def __init__(self, pairs: list[tuple[str, str]], vocab: Vocab, max_len: int, batch_tokens: int) -> None:
+        keep = [(u, lo) for u, lo in pairs if len(u) == len(lo) and len(u) < max_len]
+        self.pairs = keep
+        self.batch_tokens = batch_tokens
+        lens = np.array([len(u) for u, _ in keep], dtype=np.int64)
+        self.offsets = np.concatenate([[0], np.cumsum(lens)])
+        self.src = np.fromiter(
+            (i for u, _ in keep for i in vocab.encode(u)), dtype=np.int32, count=int(lens.sum())
+        )
+        self.tgt = np.fromiter(
+            (i for _, lo in keep for i in vocab.encode(lo)), dtype=np.int32, count=int(lens.sum())
+        )
+        self.lengths = (lens + 1).tolist()
+
+    def __len__(self) -> int:
+        return len(self.pairs)
+
+    def epoch_batches(self, epoch: int, seed: int) -> list[list[int]]:
+        return bucket_batches(self.lengths, self.batch_tokens, seed, epoch)
+
+    def collate(self, indices: list[int]) -> Batch:
+        o = self.offsets
+        return collate([(self.src[o[i] : o[i + 1]], self.tgt[o[i] : o[i + 1]]) for i in indices])
+
+    def fixed_batches(self, indices: list[int]) -> list[Batch]:
+        """Batches of ``indices`` in length order (for validation)."""
+        order = sorted(indices, key=lambda i: self.lengths[i])
+        return [self.collate(part) for part in _cut_by_tokens(order, self.lengths, self.batch_tokens)]
+
+
+def _cut_by_tokens(order: list[int], lengths: list[int], budget: int) -> list[list[int]]:
+    out: list[list[int]] = [[]]
+    for i in order:
+        if out[-1] and lengths[i] * 2 * (len(out[-1]) + 1) > budget:
+            out.append([])
+        out[-1].append(i)
+    return [b for b in out if b]
+
+
+def run_data_stage() -> None:
+    """`python -m data` rebuilds work/data only when its inputs changed."""
+    result = subprocess.run([sys.executable, "-m", "data"], check=False)
+    if result.returncode != 0:
+        print(
+            f"note: the data stage exited with status {result.returncode}; using the files present",
+            flush=True,
+        )
+
+
+def load_data(folder: Path, max_len: int, batch_tokens: int) -> tuple[Vocab, PairData, PairData]:
+    needed = [data_file(folder, n) for n in ("spm.model", "train.tsv", "valid.tsv")]
+    missing = [str(p) for p in needed if not p.is_file()]
+    if missing:
+        raise UsageError(f"missing data file(s): {', '.join(missing)}; run `make data` first")
+    try:
+        vocab = Vocab.from_file(needed[0])
+    except (RuntimeError, OSError) as e:  # sentencepiece's loader on a file that is not a model
+        raise UsageError(f"{needed[0]}: not a sentencepiece model ({e}); run `make data` again") from e
+    train = PairData(read_tsv(needed[1]), vocab, max_len, batch_tokens)
+    valid = PairData(read_tsv(needed[2]), vocab, max_len, batch_tokens)
+    if not len(train) or not len(valid):
+        raise UsageError(f"no usable pairs in {folder}/train.tsv or valid.tsv")
+    return vocab, train, valid
