@@ -1,5 +1,7 @@
 """The import rule, read from the sources: the data stage and the crawler never import the
-model or the service (the rule checks they share with the decoder live in data/)."""
+model or the service (the rule checks they share with the decoder live in data/); inside
+model/, a layer imports only the layers under it (net < training, decoding < release <
+the entry modules), with no circle and no deferred import but the listed ones."""
 
 from __future__ import annotations
 
@@ -15,8 +17,52 @@ sys.modules["import_graph"] = import_graph
 spec.loader.exec_module(import_graph)
 
 
+GRAPH = import_graph.read_graph(ROOT)
+
+
 def test_no_upward_imports() -> None:
-    assert import_graph.read_graph(ROOT).upward() == []
+    assert GRAPH.upward() == []
+
+
+def test_no_import_circles() -> None:
+    assert GRAPH.circles() == []
+
+
+def test_model_defers_no_import_but_the_listed_ones() -> None:
+    assert GRAPH.unjustified_deferred("model") == []
+    assert len(GRAPH.deferred_in("model")) == len(import_graph.ALLOWED_DEFERRED) == 2
+
+
+def test_every_module_of_model_is_in_a_layer_or_an_entry() -> None:
+    entries = {"model", "model.train", "model.evaluate", "model.card", "model.ship", "model.blind"}
+    modules = {m for m in import_graph.modules(ROOT) if m.split(".")[0] == "model"}
+    assert {m for m in modules if import_graph.model_layer(m) == "model"} == entries
+
+
+def test_model_layers_import_only_downward() -> None:
+    edges = {
+        "model.net.a": {"model.training.b", "data.vocab"},  # up
+        "model.training.b": {"model.decoding.c", "model.net.a"},  # a sibling
+        "model.decoding.c": {"model.release.d"},  # up
+        "model.release.d": {"model.net.a", "model.training.b", "model.decoding.c"},
+        "model.train": {"model.release.d", "model.net.a"},
+    }
+    graph = import_graph.Graph(edges=edges)
+    assert graph.upward() == [
+        ("model.decoding.c", "model.release.d"),
+        ("model.net.a", "model.training.b"),
+        ("model.training.b", "model.decoding.c"),
+    ]
+
+
+def test_a_deferred_import_not_listed_is_counted() -> None:
+    graph = import_graph.Graph(
+        deferred=[
+            ("model.train", "model.release.finish", "function"),
+            ("model.release.x", "model.net.y", "function"),
+        ]
+    )
+    assert graph.unjustified_deferred() == [("model.release.x", "model.net.y", "function")]
 
 
 def test_the_graph_finds_a_circle() -> None:
@@ -26,6 +72,6 @@ def test_the_graph_finds_a_circle() -> None:
 
 
 def test_a_sibling_import_is_upward() -> None:
-    edges = {"crawler.extract": {"model.decode", "data.rules"}, "model.x": {"data.a"}}
+    edges = {"crawler.extract": {"model.decoding.decoder", "data.rules"}, "model.x": {"data.a"}}
     graph = import_graph.Graph(edges=edges)
-    assert graph.upward() == [("crawler.extract", "model.decode")]
+    assert graph.upward() == [("crawler.extract", "model.decoding.decoder")]

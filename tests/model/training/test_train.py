@@ -27,7 +27,7 @@ from model.training.trainer import (
     use_bf16,
 )
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 FAST = ["--set", "amp=off", "--set", "threads=1"]
 
 

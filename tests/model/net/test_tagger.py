@@ -15,7 +15,6 @@ from data.rules import check
 from data.text import is_han
 from data.tones import Tone
 from data.vocab import Vocab
-from model.release.card import render, training_summary
 from model.decoding.decoder import Decoder
 from model.decoding.options import DecodeOptions
 from model.decoding.search import rescore
@@ -25,9 +24,10 @@ from model.net.checkpoint import build_model, load_model
 from model.net.tagger import CoupletTagger
 from model.net.transformer import BOS_ID, EOS_ID, PAD_ID, CoupletTransformer, ModelConfig
 from model.release.bundle import PROPOSER_FILE, export_bundle, load_bundle
+from model.release.card import render, training_summary
 from model.train import main
 from model.training.greedy import greedy
-from tests.model.decode_fixtures import decode_vocab
+from tests.model.decoding.fixtures import decode_vocab
 
 SMALL: dict[str, Any] = {
     "d_model": 32,

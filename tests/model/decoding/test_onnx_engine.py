@@ -20,7 +20,7 @@ from model.decoding.shortlist import Shortlist
 from model.net.checkpoint import build_model
 from model.net.tagger import CoupletTagger
 from model.net.transformer import CoupletTransformer, ModelConfig
-from tests.model.decode_fixtures import decode_vocab
+from tests.model.decoding.fixtures import decode_vocab
 
 SMALL: dict[str, Any] = {
     "d_model": 32,

@@ -16,7 +16,7 @@ from model.decoding.decoder import Decoder
 from model.decoding.options import MAX_CANDIDATES, DecodeOptions
 from model.decoding.search import _diverse_topk, allocate, beam_search
 from model.net.transformer import CoupletTransformer, ModelConfig
-from tests.model.decode_fixtures import decode_vocab
+from tests.model.decoding.fixtures import decode_vocab
 
 
 @pytest.fixture(scope="module")
@@ -188,8 +188,8 @@ def test_upper_line_ending_level_is_flagged(decoder):
 
 
 def test_make_eval_compares_rules_on_and_off_and_each_weight(tmp_path, vocab, pairs, decoder):
-    from model.release.evaluate import main
     from model.net.checkpoint import save
+    from model.release.evaluate import main
 
     (tmp_path / "test.tsv").write_text("".join(f"{u}\t{lo}\n" for u, lo in pairs[:12]), encoding="utf-8")
     save(tmp_path / "model.pt", decoder.model, vocab)
@@ -235,8 +235,8 @@ def test_make_eval_compares_rules_on_and_off_and_each_weight(tmp_path, vocab, pa
 def test_make_eval_rejects_a_bad_comparison_before_decoding(
     tmp_path, vocab, pairs, decoder, capsys, spec, message
 ):
-    from model.release.evaluate import main
     from model.net.checkpoint import save
+    from model.release.evaluate import main
 
     (tmp_path / "test.tsv").write_text("".join(f"{u}\t{lo}\n" for u, lo in pairs[:3]), encoding="utf-8")
     save(tmp_path / "model.pt", decoder.model, vocab)
@@ -257,8 +257,8 @@ def test_make_eval_rejects_a_bad_comparison_before_decoding(
 def test_make_eval_compares_another_model_on_the_same_lines(tmp_path, vocab, pairs, decoder):
     """A checkpoint beside the asked one: the same weights give a zero paired difference,
     other weights their own figures."""
-    from model.release.evaluate import main
     from model.net.checkpoint import save
+    from model.release.evaluate import main
 
     (tmp_path / "test.tsv").write_text("".join(f"{u}\t{lo}\n" for u, lo in pairs[:12]), encoding="utf-8")
     save(tmp_path / "model.pt", decoder.model, vocab)

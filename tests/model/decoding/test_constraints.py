@@ -27,7 +27,7 @@ from model.decoding.constraints import (
     fuse,
     plan_request,
 )
-from tests.model.decode_fixtures import decode_vocab
+from tests.model.decoding.fixtures import decode_vocab
 
 NEG = float("-inf")
 

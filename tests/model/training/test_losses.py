@@ -6,7 +6,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from model import losses
+from model.training import losses
 from model.training.losses import cross_entropy
 
 

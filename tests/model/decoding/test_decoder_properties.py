@@ -19,7 +19,7 @@ from model.decoding.options import DecodeOptions
 from model.net.checkpoint import build_model
 from model.net.tagger import CoupletTagger
 from model.net.transformer import CoupletTransformer, ModelConfig
-from tests.model.decode_fixtures import decode_vocab
+from tests.model.decoding.fixtures import decode_vocab
 
 MARKS = "，。！？；："
 

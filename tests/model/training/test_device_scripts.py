@@ -18,10 +18,10 @@ from model.net.checkpoint import build_model, load_checkpoint, save
 from model.net.tagger import CoupletTagger
 from model.net.transformer import ModelConfig
 from model.release.bundle import load_bundle
-from model.training.pack import is_packed, pack, unpack
 from model.training.errors import UsageError
+from model.training.pack import is_packed, pack, unpack
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 SCRIPTS = ROOT / "scripts"
 LIMIT = 16 * 2**20  # the device tool returns files of at most 16 MiB, 8 of them
 SETS = ("eval_every=20", "save_every=20", "threads=1", "amp=off")

@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from data.vocab import Vocab
+from model.net.transformer import CoupletTransformer, ModelConfig
 from model.release.evaluate import (
     bleu_scores,
     distinct,
@@ -16,7 +17,6 @@ from model.release.evaluate import (
     paired_bleu,
     rule_rates,
 )
-from model.net.transformer import CoupletTransformer, ModelConfig
 
 
 def test_bleu_of_references_against_themselves_is_100(pairs) -> None:
