@@ -7,7 +7,7 @@ independently given the upper line, which makes the model fast (one pass, no dec
 steps) but less coherent than the encoder-decoder (it may repeat a safe character, or
 pick two halves of different phrases). The decoder uses it as a proposer: a beam search
 under the couplet rules over its per-position distributions (a lattice), whose best
-candidates the encoder-decoder then rescores (``model/decode.py``).
+candidates the encoder-decoder then rescores (``model/decoding/decoder.py``).
 
 It speaks the encoder-decoder's decoding protocol (``encode``, ``new_cache``, ``step``,
 ``reorder_cache``), so the beam search and the greedy check run on it unchanged, and its

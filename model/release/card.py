@@ -277,7 +277,7 @@ def render(
         "# Model card: duilian default couplet model",
         "",
         "A character-level Transformer encoder-decoder that writes the lower line (下联) of a Chinese",
-        "couplet, decoded by a beam search that enforces the couplet rules (model/decode.py).",
+        "couplet, decoded by a beam search that enforces the couplet rules (model/decoding/).",
         "",
         "**License: AGPL-3.0.** The model is trained on the wb14123 corpus (AGPL-3.0), so it carries",
         "that license; the regulated-verse and primer pairs it also saw are MIT.",
