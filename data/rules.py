@@ -6,6 +6,7 @@ what evaluation, the API's per-candidate report and the tests use to verify the 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from data.text import clauses, is_han, is_punct, repeat_pattern
@@ -93,11 +94,16 @@ class RuleReport:
         return dict(vars(self))  # (flat fields: dataclasses.asdict's deep copy is 10x slower)
 
 
-def check(upper: str, lower: str, mode: str = "modern") -> RuleReport:
-    """Every rule of COUPLET_RULES.md for one pair."""
+def check(
+    upper: str, lower: str, mode: str = "modern", upper_tones: Sequence[Tone] | None = None
+) -> RuleReport:
+    """Every rule of COUPLET_RULES.md for one pair. ``upper_tones``: ``line_tones(upper,
+    mode)`` when the caller has read it already (the decoder reads it once per request and
+    reports every candidate with it)."""
     if len(upper) != len(lower):
         return RuleReport(False, False, False, no_reuse(upper, lower), None, None, True)
-    ut, lt = line_tones(upper, mode), line_tones(lower, mode)
+    ut = line_tones(upper, mode) if upper_tones is None else list(upper_tones)
+    lt = line_tones(lower, mode)
     return RuleReport(
         length=True,
         punctuation=punctuation_mirrored(upper, lower),

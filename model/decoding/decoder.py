@@ -21,17 +21,9 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from data.rules import (
-    RuleReport,
-    no_reuse,
-    no_three_level_tail,
-    punctuation_mirrored,
-    repeats_mirrored,
-    rhythm_share,
-    tone_end_ok,
-)
+from data.rules import check
 from data.text import is_punct
-from data.tones import Tone, line_tones, mark
+from data.tones import Tone, mark
 from data.vocab import Vocab
 from model.decoding.constraints import (
     NEG_INF,
@@ -51,7 +43,7 @@ from model.decoding.shortlist import Shortlist
 from model.net.tagger import CoupletTagger
 from model.net.transformer import EOS_ID, CoupletTransformer
 
-__all__ = ["Decoder", "rule_report"]
+__all__ = ["Decoder"]
 
 
 def _runtime_copy(model: CoupletTransformer | CoupletTagger, int8: bool, runtime: Runtime) -> Any:
@@ -256,7 +248,7 @@ class Decoder:
             if s == float("-inf") or text in seen:
                 continue
             seen.add(text)
-            report = rule_report(plan, text).as_dict()
+            report = check(plan.upper, text, plan.mode, plan.upper_tones).as_dict()
             candidates.append(Candidate(text, sc, report, s))
             if len(candidates) == options.n_best:
                 break
@@ -290,23 +282,6 @@ def _with_fallback(
         if torch.isfinite(found[1][:, 0]).all():
             return found, shortlist
     return search(None), None
-
-
-def rule_report(plan: Plan, lower: str) -> RuleReport:
-    """``data.rules.check(plan.upper, lower, plan.mode)`` with the upper line's tones,
-    read once in the plan, reused for every candidate (the tests hold the two equal)."""
-    if len(lower) != plan.length:
-        return RuleReport(False, False, False, no_reuse(plan.upper, lower), None, None, True)
-    ut, lt = list(plan.upper_tones), line_tones(lower, plan.mode)
-    return RuleReport(
-        length=True,
-        punctuation=punctuation_mirrored(plan.upper, lower),
-        repeats=repeats_mirrored(plan.upper, lower),
-        no_reuse=no_reuse(plan.upper, lower),
-        tone_end=tone_end_ok(ut, lt, plan.upper, lower),
-        rhythm=rhythm_share(ut, lt, plan.upper),
-        no_three_level_tail=no_three_level_tail(lt),
-    )
 
 
 def _end_tone(plan: Plan) -> Tone:

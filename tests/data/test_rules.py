@@ -107,3 +107,16 @@ def test_check_each_hard_rule(upper, lower, broken):
 def test_rhythm_positions():
     assert rhythm_positions("一二三四五六七") == [1, 3, 5, 6]
     assert rhythm_positions("一二三，四五") == [1, 2, 5]
+
+
+@pytest.mark.parametrize("mode", ["modern", "lenient", "classical"])
+def test_check_with_the_upper_tones_read_before_is_check(mode: str) -> None:
+    """The decoder reports its candidates with the upper line's tones read once per request."""
+    for upper, lower in [
+        ("春风得意马蹄疾", "秋雨无情羊角笑"),
+        ("一帆风顺", "万事如意"),
+        ("山高，水长", "月白，风清"),
+        ("天", "地人"),
+    ]:
+        tones = line_tones(upper, mode)
+        assert check(upper, lower, mode, tuple(tones)) == check(upper, lower, mode)
