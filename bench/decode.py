@@ -32,9 +32,9 @@ import torch
 
 from data.paths import ROOT, corpus_dir, data_dir, default_model_dir
 from data.vocab import Vocab
-from model.decoding.constraints import ConstraintError
 from model.decoding.decoder import Decoder
 from model.decoding.options import DIVERSE_PENALTY, SERVE_INT8, SERVE_RUNTIME, DecodeOptions
+from model.decoding.plan import ConstraintError
 from model.net.tagger import CoupletTagger
 from model.net.transformer import CoupletTransformer, ModelConfig
 

@@ -1,6 +1,6 @@
 """The couplet rules of COUPLET_RULES.md as checks on a finished pair of strings.
 
-The decoder enforces the same rules during search (model/decoding/constraints); these checks are
+The decoder enforces the same rules during search (model/decoding/score_rules.py); these checks are
 what evaluation, the API's per-candidate report and the tests use to verify the result.
 """
 

@@ -26,10 +26,10 @@ import torch
 
 from data.sensitive import ALLOW_LIST, SensitiveFilter, read_words
 from data.tones import line_tones, mark
-from model.decoding.constraints import ConstraintError
 from model.decoding.decoder import Decoder
 from model.decoding.options import DIVERSE_PENALTY, MAX_CANDIDATES, DecodeOptions, DecodeResult, Runtime
 from model.decoding.options import Candidate as DecodeCandidate
+from model.decoding.plan import ConstraintError
 from model.release.bundle import MODEL_FILE, Bundle, load_bundle
 from serve.batching import DecodeBatcher
 from serve.known_lines import KnownLines

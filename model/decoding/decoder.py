@@ -2,7 +2,7 @@
 
 ``Decoder(model, vocab)`` builds the per-vocabulary tables (tones, special pieces) once.
 ``generate(upper, options)`` plans the request (checking its constraints up front, see
-model/decoding/constraints.py), fuses the position rules into one ``(N, L+1, V)`` table, runs a
+model/decoding/plan.py), fuses the position rules into one ``(N, L+1, V)`` table, runs a
 fixed-length beam search over the model's KV cache (model/decoding/search.py), and reports
 each candidate with the string-level rule check of data/rules.py. ``generate_batch`` decodes
 many upper lines at once, grouped by length (every line of a group takes the same number of
@@ -25,21 +25,14 @@ from data.rules import check
 from data.text import is_punct
 from data.tones import Tone, mark
 from data.vocab import Vocab
-from model.decoding.constraints import (
-    NEG_INF,
-    ConstraintError,
-    Plan,
-    VocabTables,
-    Weights,
-    build_rules,
-    fuse,
-    plan_request,
-)
 from model.decoding.onnx_engine import OnnxTagger, OnnxTransformer
 from model.decoding.options import MAX_CANDIDATES, RUNTIMES, Candidate, DecodeOptions, DecodeResult, Runtime
+from model.decoding.plan import ConstraintError, Plan, plan_request
 from model.decoding.quantize import quantized
+from model.decoding.score_rules import Weights, build_rules, fuse
 from model.decoding.search import beam_search, rescore
 from model.decoding.shortlist import Shortlist
+from model.decoding.vocab_tables import NEG_INF, VocabTables
 from model.net.tagger import CoupletTagger
 from model.net.transformer import EOS_ID, CoupletTransformer
 

@@ -15,8 +15,9 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from data.vocab import BOS_ID, PAD_ID
-from model.decoding.constraints import NEG_INF, RequiredChars, Step
+from model.decoding.score_rules import RequiredChars, Step
 from model.decoding.shortlist import Shortlist
+from model.decoding.vocab_tables import NEG_INF
 from model.net.transformer import EOS_ID, CoupletTransformer, DecoderCache, LayerCache
 
 

@@ -10,7 +10,7 @@ import torch
 from torch import Tensor
 
 from data.vocab import PAD_ID
-from model.decoding.constraints import NEG_INF
+from model.decoding.vocab_tables import NEG_INF
 
 
 @dataclass(frozen=True)

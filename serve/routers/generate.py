@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter, HTTPException, status
 
-from model.decoding.constraints import ConstraintError
+from model.decoding.plan import ConstraintError
 from serve.couplets import Busy, Query
 from serve.deps import RateLimited, ServiceDep, SettingsDep
 from serve.schemas import GenerateRequest, GenerateResponse

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from model.decoding.constraints import ConstraintError
+from model.decoding.plan import ConstraintError
 from serve.batching import DecodeBatcher
 from serve.couplets import Busy, CoupletService, LoadedModel, Query
 from serve.schemas import GenerateResponse

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from fastapi.testclient import TestClient
 
-from model.decoding.constraints import ConstraintError
+from model.decoding.plan import ConstraintError
 from serve.couplets import PooledModel
 from serve.main import create_app
 from serve.settings import Settings

@@ -11,9 +11,9 @@ import torch.nn.functional as F
 
 from data.rules import check
 from data.vocab import BOS_ID, EOS_ID, PAD_ID, UNK_ID, Vocab
-from model.decoding.constraints import ConstraintError
 from model.decoding.decoder import Decoder
 from model.decoding.options import MAX_CANDIDATES, DecodeOptions
+from model.decoding.plan import ConstraintError
 from model.decoding.search import _diverse_topk, allocate, beam_search
 from model.net.transformer import CoupletTransformer, ModelConfig
 from tests.model.decoding.fixtures import decode_vocab

@@ -7,13 +7,12 @@ import torch
 
 from data.tones import Tone, char_tone
 from data.vocab import BOS_ID, EOS_ID, PAD_ID, UNK_ID, Vocab
-from model.decoding.constraints import (
-    ConstraintError,
+from model.decoding.plan import ConstraintError, Plan, plan_request
+from model.decoding.score_rules import (
     ExactLength,
     Locks,
     NoReuse,
     NoThreeLevelTail,
-    Plan,
     PunctuationMirrored,
     RepeatsMirrored,
     RequiredChars,
@@ -21,12 +20,11 @@ from model.decoding.constraints import (
     SpecialTokens,
     Step,
     ToneEnd,
-    VocabTables,
     Weights,
     build_rules,
     fuse,
-    plan_request,
 )
+from model.decoding.vocab_tables import VocabTables
 from tests.model.decoding.fixtures import decode_vocab
 
 NEG = float("-inf")
