@@ -44,6 +44,7 @@ _SHANGXIA = re.compile(
 # A quoted pair (“A，B” or “A；B”) on a line that names a couplet (对联, 春联, 楹联, 一联 ...).
 _QUOTED = re.compile(r"[“\"「『]([^“”\"「」『』\n]{5,81})[”\"」』]")
 _CUE = re.compile(r"联|对")
+_POEM_QUOTE = re.compile(r"诗[云曰中句]|有诗|词[云曰中]|吟道|咏道")  # just before a quote: a poem
 _PARTICLES = set("的了吗呢吧啊么哦呀嘛")
 # Words of everyday prose that couplets almost never use (about 1 test pair in 200 has one).
 _PROSE_WORDS = re.compile(
@@ -252,8 +253,11 @@ def _quoted_pairs(text: str, used: list[tuple[int, int]]) -> Iterator[Pair]:
         if not _CUE.search(line):
             continue
         for m in _QUOTED.finditer(line):
-            if not _CUE.search(_sentence_around(line, m.start(), m.end())):
+            around = _sentence_around(line, m.start(), m.end())
+            if not _CUE.search(around):
                 continue  # 真是“运用之妙，存乎一心”: a cue in another sentence is not this quote's
+            if _POEM_QUOTE.search(around.split(" ")[0][-8:]):
+                continue  # 王安石有诗云：“…，…”: lines of a poem
             span = (start + m.start(), start + m.end())
             if any(a < span[1] and span[0] < b for a, b in used):
                 continue
@@ -287,10 +291,17 @@ def verse_rows(lines: list[tuple[str, str] | None], run: int = 4) -> set[int]:
             and len(lines[i][0]) == len(lines[i - 1][0])  # type: ignore[index]
         )
         if not same:
-            if i - start >= run:
+            if i - start >= run and not _couplet_list(lines[start:i]):
                 rows.update(range(start, i))
             start = i
     return rows
+
+
+def _couplet_list(lines: list[tuple[str, str] | None]) -> bool:
+    """Rows that end in ； and 。 by turns (A；/B。/C；/D。): a list of couplets as books print
+    them, not a poem (whose rows end in ，/。 or all in 。)."""
+    ends = [line[1].rstrip()[-1:] if line else "" for line in lines]
+    return len(ends) % 2 == 0 and all(e == ("；" if k % 2 == 0 else "。") for k, e in enumerate(ends))
 
 
 def _adjacent_pairs(text: str, used: list[tuple[int, int]]) -> Iterator[Pair]:
@@ -448,8 +459,10 @@ _PAIR_CUE = re.compile("对联|春联|楹联|门联|寿联|挽联|喜联|婚联|
 _FILLER = re.compile(r"[是为叫曰云作道]{0,2}：?[“「『‘]?")
 _COLON_REACH = 8  # a colon this many characters after the cue word at most (对联，上头写着：)
 _BODY_END = re.compile(r"[。！？”’」』\n]")
+# A list number (一、 1. （3） 第五副：), maybe with the pair's title or 横批 after it (1.五福临门：A，B).
 _NUMBER = re.compile(
-    r"^(?:[（(]?[一二三四五六七八九十百\d]{1,3}[）)、。．.]|第[一二三四五六七八九十百\d]{1,3}[副联首条]?[：、，]?)"
+    r"^(?:[（(]?[一二三四五六七八九十百\d]{1,3}[）)、。．.]+|第[一二三四五六七八九十百\d]{1,3}[副联首条]?[：、，]?)"
+    r"(?:[\u3400-\u9fff]{2,6}：)?"
 )
 _HENGPI = re.compile(r"[，。；]?[（(]?(?:横批|横额|横联)[：:]?[“「]?[\u3400-\u9fff]{2,8}[”」]?[）)]?[。]?$")
 

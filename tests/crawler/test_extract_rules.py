@@ -218,3 +218,27 @@ def test_durations_are_not_dates() -> None:
     found = pairs("五十年风雨同舟路\n八千里山河入画图")
     assert found == [("五十年风雨同舟路", "八千里山河入画图", "adjacent")]
     assert pairs("二〇一八年春节快乐\n二〇一九年元宵团圆") == []
+
+
+# --- from the pages added to the tune split (hand-written look-alikes) ----------------------
+
+
+def test_numbered_line_with_a_title_before_the_pair() -> None:
+    text = "五字春联选录如下：\n1.万象更新：春回大地暖，福到万家欢。\n2.吉星高照：门迎百福至，户纳千祥来。"
+    assert [(p.upper, p.lower) for p in prose_pairs(text)] == [
+        ("春回大地暖", "福到万家欢"),
+        ("门迎百福至", "户纳千祥来"),
+    ]
+
+
+def test_a_quoted_poem_is_not_a_couplet() -> None:
+    text = "古人有诗云：“春眠不觉晓，处处闻啼鸟”，后来人们过年都贴春联。"
+    assert prose_pairs(text) == []
+
+
+def test_rows_ending_in_semicolon_and_full_stop_by_turns_are_a_couplet_list() -> None:
+    rows = ["春回大地千山秀；", "日照神州万木荣。", "莺歌燕舞新春到；", "鸟语花香好景来。"]
+    found = [(p.upper, p.lower) for p in prose_pairs("春联\n" + "\n".join(rows))]
+    assert found == [("春回大地千山秀", "日照神州万木荣"), ("莺歌燕舞新春到", "鸟语花香好景来")]
+    poem = "\n".join(r[:-1] + e for r, e in zip(rows, "，。，。", strict=True))
+    assert prose_pairs(poem) == []  # the same rows printed as a poem's are not paired
