@@ -89,7 +89,8 @@ class PairingTable:
 
     def save(self, path: str | os.PathLike[str]) -> None:
         with open(path, "wb") as f:
-            arrays: dict[str, Any] = {"upper": self.upper, "indptr": self.indptr, "lower": self.lower, "score": self.score}
+            arrays: dict[str, Any] = {"upper": self.upper, "indptr": self.indptr}
+            arrays |= {"lower": self.lower, "score": self.score}
             np.savez_compressed(f, format=np.array(FORMAT), **arrays)
 
     @classmethod
