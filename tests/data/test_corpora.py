@@ -260,3 +260,16 @@ def test_damaged_partial_file_is_removed_then_fetched_whole(
     # ... and the next run downloads it whole.
     assert corpora_main(argv) == 0
     assert server.requests[-1][1] is None
+
+
+def test_shared_tsvs_are_read_before_the_release_folder(corpus: Path) -> None:
+    # `corpus` (conftest) holds the shared wb14123 TSVs; a release folder beside them is ignored.
+    with tarfile.open(fileobj=io.BytesIO(wb14123_archive())) as tar:
+        tar.extractall(corpus, filter="data")
+    (corpus / "couplet").rename(corpus / "wb14123")
+    out = corpus.parent / "data"
+    assert data_main(["--out-dir", str(out), "--valid-size", "4", "--classical-valid-size", "0"]) == 0
+    report = json.loads((out / "report.json").read_text(encoding="utf-8"))
+    assert report["sources"]["wb14123_train"]["kind"] == "tsv"
+    assert report["sources"]["wb14123_train"]["files"] == [str(corpus / "wb14123_train.tsv.gz")]
+    assert (out / "test.tsv").read_bytes() == (corpus / "wb14123_test.tsv").read_bytes()
