@@ -4,7 +4,7 @@ ms over upper lines from the test set), and lines per second decoding the test s
 The model is the shipped default bundle when there is one, else a randomly initialised
 model of the ``cpu`` preset's size (the speed of a step does not depend on the weights).
 Upper lines come from the wb14123 test set when the corpus is present, else from the test
-fixtures. Goal (BENCHMARKS.md): p50 <= 15 ms, p99 <= 50 ms on a 2-core machine.
+fixtures. Goal (docs/MEASUREMENTS.md): p50 <= 15 ms, p99 <= 50 ms on a 2-core machine.
 
 Seven decoders: the served one (the encoder-decoder's beam search with the bundle's tagger as
 a second opinion and its shortlist of tokens for the output layer, in ``SERVE_INT8``'s

@@ -359,7 +359,7 @@ def run(args: Any) -> dict[str, object]:
                 results.update(saturation_wrk(url, lines[::-1], 5 if quick else 15, 8, tmp))
         finally:
             stop_process(proc, timeout=20)
-    # the goal (BENCHMARKS.md): >= 100 requests/s at p99 <= 200 ms, no errors, no failure
+    # the goal (docs/MEASUREMENTS.md): >= 100 requests/s at p99 <= 200 ms, no errors, no failure
     # during reloads; by the open-loop ladder (latency from each request's due time, the Python
     # load generator sharing the two cores), and by wrk's closed loop (8 connections)
     reloads_ok = results["reload_failed"] == 0

@@ -1,5 +1,5 @@
 """Time to quality: wall time until a preset, trained from scratch, first reaches a validation
-perplexity below 74.4 (the published Transformer's test perplexity, BENCHMARKS.md).
+perplexity below 74.4 (the published Transformer's test perplexity, docs/MEASUREMENTS.md).
 
 Runs ``python -m model.train`` on the data stage's splits with the preset as it is (its own
 learning-rate schedule; no proposer, no test evaluation, no export) in a fresh folder, and

@@ -61,7 +61,7 @@ def pair_problem(upper: str, lower: str, min_len: int = 2, max_len: int = 32) ->
         return "punct_not_mirrored"
     if upper == lower:
         return "same_lines"
-    # COUPLET_RULES.md's hard rules 3 and 4: the search never breaks them, so the model
+    # docs/COUPLET_RULES.md's hard rules 3 and 4: the search never breaks them, so the model
     # should not learn from pairs that do (about 0.15% of the training sources)
     if not repeats_mirrored(upper, lower):
         return "repeats_not_mirrored"

@@ -518,7 +518,7 @@ def data_card(report: dict) -> str:
             "variant characters that OpenCC keeps to their standard form (`data/variants.txt`).",
             "",
             *_table("dropped by filter", report["filter"]),
-            "Punctuation must be the same mark at the same positions (COUPLET_RULES.md, rule 2).",
+            "Punctuation must be the same mark at the same positions (docs/COUPLET_RULES.md, rule 2).",
             "Sensitive words: the shared list minus the allow-list in `data/sensitive_allow.txt`.",
             "",
             *_table("removed as duplicate", report["dedup"]),

@@ -1,4 +1,4 @@
-"""The couplet rules of COUPLET_RULES.md as checks on a finished pair of strings.
+"""The couplet rules of docs/COUPLET_RULES.md as checks on a finished pair of strings.
 
 The decoder enforces the same rules during search (model/decoding/score_rules.py); these checks are
 what evaluation, the API's per-candidate report and the tests use to verify the result.
@@ -97,7 +97,7 @@ class RuleReport:
 def check(
     upper: str, lower: str, mode: str = "modern", upper_tones: Sequence[Tone] | None = None
 ) -> RuleReport:
-    """Every rule of COUPLET_RULES.md for one pair. ``upper_tones``: ``line_tones(upper,
+    """Every rule of docs/COUPLET_RULES.md for one pair. ``upper_tones``: ``line_tones(upper,
     mode)`` when the caller has read it already (the decoder reads it once per request and
     reports every candidate with it)."""
     if len(upper) != len(lower):

@@ -1,4 +1,4 @@
-"""Level (平) and oblique (仄) tones from pypinyin, with the traps of COUPLET_RULES.md handled.
+"""Level (平) and oblique (仄) tones from pypinyin, with the traps handled (docs/COUPLET_RULES.md).
 
 Modes:
 - ``modern``: the reading pypinyin picks in phrase context (今声); 一 is forced to yi1 and

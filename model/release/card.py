@@ -3,7 +3,7 @@
 Rendered from the figures the project writes itself (the bundle's ``eval.json`` and
 checkpoint metadata, the data stage's ``report.json``, the training log and the decode
 benchmark), so the card never restates a number by hand. The goals are those of
-BENCHMARKS.md, each reported as reached or not reached with the gap.
+docs/MEASUREMENTS.md, each reported as reached or not reached with the gap.
 
     python -m model.card models/default [--train-dir work/train/cpu] [--bench work/bench/x.json]
 """
@@ -314,7 +314,7 @@ def render(
         "",
         *latency_section(bench),
         "",
-        "## Goals (BENCHMARKS.md)",
+        "## Goals (docs/MEASUREMENTS.md)",
         "",
         "| goal | measured | target | verdict |",
         "|---|---|---|---|",
