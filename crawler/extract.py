@@ -567,6 +567,7 @@ def one_line_pairs(text: str, used: list[tuple[int, int]]) -> Iterator[Pair]:
     the pair （正对） is left out. Only on a page about couplets (the caller checks
     ``page_topic``), and both halves pass the bare-line test."""
     lines = list(_standalone_lines(text, used))
+    starts, raws = _line_starts(text), text.split("\n")
     poem = _poem_rows(lines)
     found: list[tuple[Pair | None, bool]] = []  # (pair, plain) per line; plain pairs need a run
     for i, line in enumerate(lines):
@@ -574,22 +575,24 @@ def one_line_pairs(text: str, used: list[tuple[int, int]]) -> Iterator[Pair]:
         if line is not None and i not in poem:
             pair, plain = _one_line(line[1].strip())
         found.append((pair, plain) if pair else (None, False))
+    keep: list[int] = []
     k = 0
     while k < len(found):
-        pair, plain = found[k]
-        if pair is None:
-            k += 1
-            continue
-        if not plain:
-            yield pair
+        if found[k][0] is None or not found[k][1]:
+            keep += [k] if found[k][0] is not None else []
             k += 1
             continue
         end = k
         while end < len(found) and found[end][0] is not None and found[end][1]:
             end += 1
         if end - k >= PLAIN_RUN and not _couplet_list(lines[k:end]):  # A，B；/C，D。: two-line pairs
-            yield from (p for p, _ in found[k:end] if p is not None)
+            keep += range(k, end)
         k = end
+    for j in keep:  # a line belongs to one pair: the bare-line rule must not pair it again
+        used.append((starts[j], starts[j] + len(raws[j])))
+        pair = found[j][0]
+        if pair is not None:
+            yield pair
 
 
 def _one_line(raw: str) -> tuple[Pair | None, bool]:

@@ -341,3 +341,12 @@ def test_a_bare_dui_between_quotes_is_no_lower_cue() -> None:
 def test_a_cue_word_ending_a_clause_gives_no_one_line_pair() -> None:
     assert prose_pairs("此联对仗十分工稳，治联技术精湛。") == []
     assert prose_pairs("家家户户贴春联；旧年辞别迎新岁，时序车轮总向前。") == []
+
+
+def test_a_one_line_pair_is_not_paired_again_with_the_next_line() -> None:
+    """Two A；B lines on a couplet page: two one-line pairs, not also one two-line pair."""
+    text = "对联的种类，如：\n觉行圆满；功德庄严。（正对）\n心平积福；欲重招殃。（反对）"
+    assert [(p.upper, p.lower, p.form) for p in prose_pairs(text)] == [
+        ("觉行圆满", "功德庄严", "one_line"),
+        ("心平积福", "欲重招殃", "one_line"),
+    ]
