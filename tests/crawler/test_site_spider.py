@@ -102,3 +102,14 @@ def test_url_list_file_and_allow_pattern(tmp_path: Path) -> None:
     assert not spider.allowed("http://a.example/other.html")
     assert not spider.allowed("http://elsewhere.example/%E8%81%94.html")  # another host
     assert spider.max_depth == 1
+
+
+@pytest.mark.slow
+def test_mirror_demo_of_the_site_spider_checks_itself(tmp_path: Path) -> None:
+    cmd = crawl_cmd("site", "--mirror", "--mirror-pairs", "40", "--out", str(tmp_path))
+    log = tmp_path / "demo.log"
+    assert popen(cmd, log).wait(timeout=120) == 0, log.read_text()[-3000:]
+    assert "site: " in log.read_text() and "missing 0, not on the mirror 0, doubled 0" in log.read_text()
+    assert all(
+        it["via"] == "start" or it["via"].startswith("link ") for it in read_items(tmp_path / "site.jsonl")
+    )
