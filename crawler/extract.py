@@ -68,13 +68,21 @@ _normalizer: Normalizer | None = None
 _GAP = re.compile(r"(?<=[\u3400-\u9fff。！？!?”」』])[ \t\u00a0\u3000]+(?=[\u3400-\u9fff“「『])")
 
 
+# Words that only a converter writing 壹 for 一 produces (壹個, 壹種, 統壹, a list number 壹、):
+# on such a page every 壹 is a 一 (壹年四季 is 一年四季).
+_YI_AS_YI = re.compile(r"^壹、|十壹、|壹[個个種种樣样些起定直般切]|[統统][壹]", re.M)
+
+
 def normalise_text(text: str) -> str:
-    """The page's text as extraction reads it: inserted pinyin removed, then each line
-    through the data stage's normalisation (full-width punctuation, traditional to
-    simplified, variants), so 上聯:A,B reads as 上联：A，B."""
+    """The page's text as extraction reads it: inserted pinyin removed, 壹 read as 一 on a
+    page whose converter writes 壹 for 一, then each line through the data stage's
+    normalisation (full-width punctuation, traditional to simplified, variants), so
+    上聯:A,B reads as 上联：A，B."""
     global _normalizer
     if _normalizer is None:
         _normalizer = Normalizer()
+    if _YI_AS_YI.search(text):
+        text = text.replace("壹", "一")
     text = _GAP.sub("\n", _PINYIN.sub("", text.translate(ZERO_WIDTH)))
     lines = (_normalizer(line) for line in text.split("\n"))
     return "\n".join(line for line in lines if line)
@@ -252,6 +260,7 @@ def _split_lianyue(body: str, snippet: str) -> Pair | None:
 
 # Words that introduce an example: 如“A，B”, 例如：A；B。
 _EXAMPLE = re.compile(r"(?:如|例如|比如|譬如|像)$")
+_BETWEEN_EXAMPLES = re.compile(r"\s*(?:[；，、]|以及|和|与|及)\s*")
 
 
 def _quoted_pairs(text: str, used: list[tuple[int, int]]) -> Iterator[Pair]:
@@ -265,9 +274,11 @@ def _quoted_pairs(text: str, used: list[tuple[int, int]]) -> Iterator[Pair]:
         before_line, previous = previous, line
         if not (_CUE.search(line) or _CUE.search(before_line)):
             continue
+        last_example = -1  # where the last quoted example ended: 如“A，B”；“C，D” are two examples
         for m in _QUOTED.finditer(line):
             around = _sentence_around(line, m.start(), m.end())
-            example = bool(_EXAMPLE.search(line[: m.start()])) and bool(
+            follows = last_example >= 0 and bool(_BETWEEN_EXAMPLES.fullmatch(line[last_example : m.start()]))
+            example = bool(_EXAMPLE.search(line[: m.start()]) or follows) and bool(
                 _CUE.search(line[: m.start()]) or _CUE.search(before_line)
             )
             if not (_CUE.search(around) or example):
@@ -282,6 +293,7 @@ def _quoted_pairs(text: str, used: list[tuple[int, int]]) -> Iterator[Pair]:
                 continue
             if pair:
                 used.append(span)
+                last_example = m.end() if example else -1
                 yield Pair(pair.upper, pair.lower, pair.snippet, "quoted")
 
 

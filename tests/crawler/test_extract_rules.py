@@ -350,3 +350,22 @@ def test_a_one_line_pair_is_not_paired_again_with_the_next_line() -> None:
         ("觉行圆满", "功德庄严", "one_line"),
         ("心平积福", "欲重招殃", "one_line"),
     ]
+
+
+def test_quoted_examples_one_after_the_other() -> None:
+    text = "对联的上下联按时序分，如“春回大地千山秀，日照神州万木荣”；“海阔凭鱼跃，天高任鸟飞”。"
+    assert [(p.upper, p.lower) for p in prose_pairs(text)] == [
+        ("春回大地千山秀", "日照神州万木荣"),
+        ("海阔凭鱼跃", "天高任鸟飞"),
+    ]
+    text = "对联很多，如“春回大地千山秀，日照神州万木荣”。他又说“我们走吧，你们来吧”。"
+    assert [(p.upper, p.lower) for p in prose_pairs(text)] == [("春回大地千山秀", "日照神州万木荣")]
+
+
+def test_a_page_that_writes_yi_as_the_formal_numeral_is_read_with_yi() -> None:
+    text = "有關數字的春聯\n壹、壹年四季春常在,萬紫千紅永開花,橫批:喜迎新春。\n二、和順壹門有百福,平安二字值千金。"
+    assert [(p.upper, p.lower) for p in prose_pairs(text)] == [
+        ("一年四季春常在", "万紫千红永开花"),
+        ("和顺一门有百福", "平安二字值千金"),
+    ]
+    assert normalise_text("收到人民币壹佰元整") == "收到人民币壹佰元整"  # an amount keeps its 壹
