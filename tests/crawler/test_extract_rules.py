@@ -363,7 +363,10 @@ def test_quoted_examples_one_after_the_other() -> None:
 
 
 def test_a_page_that_writes_yi_as_the_formal_numeral_is_read_with_yi() -> None:
-    text = "有關數字的春聯\n壹、壹年四季春常在,萬紫千紅永開花,橫批:喜迎新春。\n二、和順壹門有百福,平安二字值千金。"
+    text = (
+        "有關數字的春聯\n壹、壹年四季春常在,萬紫千紅永開花,橫批:喜迎新春。\n"
+        "二、和順壹門有百福,平安二字值千金。"
+    )
     assert [(p.upper, p.lower) for p in prose_pairs(text)] == [
         ("一年四季春常在", "万紫千红永开花"),
         ("和顺一门有百福", "平安二字值千金"),
