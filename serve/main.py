@@ -39,6 +39,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             engine=Engine(settings.int8, settings.runtime),
             processes=settings.decode_processes,
             threads=settings.torch_threads,
+            restart_wait=settings.worker_restart_wait,
         )
         model = await run_in_threadpool(loader, settings.model_dir)
         app.state.service = CoupletService(

@@ -115,9 +115,13 @@ class FeedbackResponse(BaseModel):
 
 
 class Health(BaseModel):
-    status: Literal["ok"]
+    status: Literal["ok", "degraded"] = Field(
+        description="degraded (with HTTP 503): a decode worker died and its replacement is starting"
+    )
     model_version: str
     known_lines: int = Field(description="training pairs indexed for known lower lines (0: none yet)")
+    decode_workers: int = Field(description="decode worker processes alive (0: the server decodes itself)")
+    decode_workers_wanted: int = Field(description="decode worker processes configured")
 
 
 class ModelInfo(BaseModel):

@@ -72,6 +72,12 @@ class Settings(BaseSettings):
         description="worker processes that decode, each with its own copy of the model (0: the "
         "decoding threads run the model in the server process)",
     )
+    worker_restart_wait: float = Field(
+        default=30.0,
+        gt=0,
+        description="seconds a request waits for the decode workers to be restarted after one died, "
+        "before it is answered 503",
+    )
     max_batch: int = Field(default=16, description="most lines of one length decoded in one beam search")
     max_pending: int = Field(default=256, description="decodes waiting at most; beyond, requests get 503")
     admin_token: str | None = Field(
