@@ -83,6 +83,15 @@ class Settings(BaseSettings):
     admin_token: str | None = Field(
         default=None, description="token for POST /api/v1/admin/reload; None: disabled"
     )
+    admin_rate_limit_per_minute: float = Field(
+        default=6, description="admin requests per client and minute (tokens tried included); 0: off"
+    )
+    admin_rate_limit_burst: int = Field(default=5, description="admin requests a client may send at once")
+    trusted_proxies: str = Field(
+        default="",
+        description="comma-separated addresses of reverse proxies whose X-Forwarded-For and "
+        "X-Forwarded-Proto are believed ('*': any); empty (default): none, the client is the socket peer",
+    )
 
     @field_validator("database_url")
     @classmethod
