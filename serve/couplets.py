@@ -20,6 +20,7 @@ from collections.abc import Callable
 from concurrent.futures import CancelledError, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
+from multiprocessing.connection import wait
 from pathlib import Path
 from typing import Any
 
@@ -196,8 +197,6 @@ def _exit_with_parent(interval: float = 1.0) -> None:
     by the kernel when the server dies) and checks the parent's pid as well. Not
     ``PR_SET_PDEATHSIG``: that signal follows the *thread* that started the worker, and the
     pools are started from threads that end (a reload, a restart after a worker died)."""
-    from multiprocessing.connection import wait
-
     parent, ppid = multiprocessing.parent_process(), os.getppid()
     sentinels = [parent.sentinel] if parent is not None and parent.sentinel is not None else []
     while True:
@@ -287,8 +286,18 @@ class PooledModel:
     def _processes(pool: ProcessPoolExecutor) -> tuple[multiprocessing.Process, ...]:
         return tuple((pool._processes or {}).values())  # one copy: the pool's thread changes the dict
 
+    @staticmethod
+    def _ended(processes: tuple[multiprocessing.Process, ...]) -> int:
+        """How many have ended: by their sentinels, which tell even when another waitpid caller
+        has reaped the process (``is_alive`` would then say True for ever)."""
+        try:
+            return len(wait([p.sentinel for p in processes], timeout=0))
+        except (ValueError, OSError):  # a sentinel closed: the pool is being shut down
+            return len(processes)
+
     def _broken(self, pool: ProcessPoolExecutor) -> bool:
-        return bool(pool._broken) or not all(p.is_alive() for p in self._processes(pool))
+        processes = self._processes(pool)
+        return bool(pool._broken) or len(processes) < self.processes or self._ended(processes) > 0
 
     @property
     def healthy(self) -> bool:
@@ -300,7 +309,8 @@ class PooledModel:
         """Worker processes alive now (none in a broken pool: its others are being ended)."""
         if self.pool._broken:
             return 0
-        return sum(p.is_alive() for p in self._processes(self.pool))
+        processes = self._processes(self.pool)
+        return len(processes) - self._ended(processes)
 
     def _watch(self) -> None:
         while True:
