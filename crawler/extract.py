@@ -68,13 +68,21 @@ _normalizer: Normalizer | None = None
 _GAP = re.compile(r"(?<=[\u3400-\u9fff。！？!?”」』])[ \t\u00a0\u3000]+(?=[\u3400-\u9fff“「『])")
 
 
+# Words that only a converter writing 壹 for 一 produces (壹個, 壹種, 統壹, a list number 壹、):
+# on such a page every 壹 is a 一 (壹年四季 is 一年四季).
+_YI_AS_YI = re.compile(r"^壹、|十壹、|壹[個个種种樣样些起定直般切]|[統统][壹]", re.M)
+
+
 def normalise_text(text: str) -> str:
-    """The page's text as extraction reads it: inserted pinyin removed, then each line
-    through the data stage's normalisation (full-width punctuation, traditional to
-    simplified, variants), so 上聯:A,B reads as 上联：A，B."""
+    """The page's text as extraction reads it: inserted pinyin removed, 壹 read as 一 on a
+    page whose converter writes 壹 for 一, then each line through the data stage's
+    normalisation (full-width punctuation, traditional to simplified, variants), so
+    上聯:A,B reads as 上联：A，B."""
     global _normalizer
     if _normalizer is None:
         _normalizer = Normalizer()
+    if _YI_AS_YI.search(text):
+        text = text.replace("壹", "一")
     text = _GAP.sub("\n", _PINYIN.sub("", text.translate(ZERO_WIDTH)))
     lines = (_normalizer(line) for line in text.split("\n"))
     return "\n".join(line for line in lines if line)
@@ -85,7 +93,7 @@ class Pair:
     upper: str
     lower: str
     snippet: str  # the raw text the pair was read from
-    form: str  # sina | lianyue | shangxia | story | quoted | cued | one_line | adjacent
+    form: str  # sina | lianyue | shangxia | story | example | quoted | cued | one_line | adjacent
 
 
 @dataclass(frozen=True)
@@ -203,6 +211,7 @@ def prose_pairs(text: str) -> list[Pair]:
             used.append(m.span())
     topic = page_topic(text)
     found.extend(story_pairs(text, used, topic))
+    found.extend(example_pairs(text, used))
     found.extend(_quoted_pairs(text, used))
     found.extend(cued_line_pairs(text, used))
     if topic == "couplet":
@@ -212,8 +221,13 @@ def prose_pairs(text: str) -> list[Pair]:
     return [p for p in found if not (is_chrome(p.upper) or is_chrome(p.lower))]
 
 
+# A note in brackets before or after a pair: （正对）, (喜联), （常用无情对）; never part of a line.
+_NOTE = re.compile(r"^[（(][^（）()\n]{1,12}[）)]|[（(][^（）()\n]{1,12}[）)]$")
+
+
 def _clean_line(line: str) -> str:
-    return line.strip().strip(_QUOTES).strip(_EDGE).strip(_QUOTES).strip()
+    line = _NOTE.sub("", line.strip()).strip()
+    return line.strip(_QUOTES).strip(_EDGE).strip(_QUOTES).strip()
 
 
 def is_couplet_line(line: str) -> bool:
@@ -244,17 +258,30 @@ def _split_lianyue(body: str, snippet: str) -> Pair | None:
     return None
 
 
+# Words that introduce an example: 如“A，B”, 例如：A；B。
+_EXAMPLE = re.compile(r"(?:如|例如|比如|譬如|像)$")
+_BETWEEN_EXAMPLES = re.compile(r"\s*(?:[；，、]|以及|和|与|及)\s*")
+
+
 def _quoted_pairs(text: str, used: list[tuple[int, int]]) -> Iterator[Pair]:
-    """Quoted pairs (“A，B”) in a sentence that names a couplet (联, 对) outside the quote;
-    each quote one pair at most."""
+    """Quoted pairs (“A，B”) in a sentence that names a couplet (联, 对) outside the quote,
+    or introduced as an example (如“A，B”) in a paragraph whose earlier text, or the line
+    before, names one (then neither half may read as prose); each quote one pair at most."""
     pos = 0
+    previous = ""
     for line in text.split("\n"):
         start, pos = pos, pos + len(line) + 1
-        if not _CUE.search(line):
+        before_line, previous = previous, line
+        if not (_CUE.search(line) or _CUE.search(before_line)):
             continue
+        last_example = -1  # where the last quoted example ended: 如“A，B”；“C，D” are two examples
         for m in _QUOTED.finditer(line):
             around = _sentence_around(line, m.start(), m.end())
-            if not _CUE.search(around):
+            follows = last_example >= 0 and bool(_BETWEEN_EXAMPLES.fullmatch(line[last_example : m.start()]))
+            example = bool(_EXAMPLE.search(line[: m.start()]) or follows) and bool(
+                _CUE.search(line[: m.start()]) or _CUE.search(before_line)
+            )
+            if not (_CUE.search(around) or example):
                 continue  # 真是“运用之妙，存乎一心”: a cue in another sentence is not this quote's
             if _POEM_QUOTE.search(around.split(" ")[0][-8:]):
                 continue  # 王安石有诗云：“…，…”: lines of a poem
@@ -262,9 +289,40 @@ def _quoted_pairs(text: str, used: list[tuple[int, int]]) -> Iterator[Pair]:
             if any(a < span[1] and span[0] < b for a, b in used):
                 continue
             pair = _split_lianyue(m[1], m[0])
+            if pair and not _CUE.search(around) and (_prose_like(pair.upper) or _prose_like(pair.lower)):
+                continue
             if pair:
                 used.append(span)
+                last_example = m.end() if example else -1
                 yield Pair(pair.upper, pair.lower, pair.snippet, "quoted")
+
+
+# 如：, 例如：, 比如： after a word naming a couplet on the same line (春联：新年专用之对联。如：A；B。)
+_EXAMPLE_CUE = re.compile(r"(?:例如|比如|譬如|如)[：:]")
+
+
+def example_pairs(text: str, used: list[tuple[int, int]]) -> Iterator[Pair]:
+    """Pairs given as examples after 如： on a line that names a couplet before it, one per
+    sentence, several to a line, each maybe with a note in brackets before or after it:
+    ``贺联：…用。如：A；B。（喜联）C；D。（寿联）``. The halves mirror each other (split at
+    the one ；, or at a comma exactly in the middle) and neither reads as prose."""
+    pos = 0
+    for line in text.split("\n"):
+        start, pos = pos, pos + len(line) + 1
+        cue = _EXAMPLE_CUE.search(line)
+        if not cue or "联" not in line[: cue.start()]:
+            continue
+        at = cue.end()
+        for sentence in re.split(r"(?<=[。！？])", line[at:]):
+            span = (start + at, start + at + len(sentence))
+            at += len(sentence)
+            body = _clean_line(_NOTE.sub("", sentence.strip()))
+            if not body or any(a < span[1] and span[0] < b for a, b in used):
+                continue
+            pair = _split_lianyue(body, sentence)
+            if pair and not (_prose_like(pair.upper) or _prose_like(pair.lower)):
+                used.append(span)
+                yield Pair(pair.upper, pair.lower, sentence.strip(), "example")
 
 
 def _standalone_lines(text: str, used: list[tuple[int, int]]) -> Iterator[tuple[str, str] | None]:
@@ -298,10 +356,18 @@ def verse_rows(lines: list[tuple[str, str] | None], run: int = 4) -> set[int]:
 
 
 def _couplet_list(lines: list[tuple[str, str] | None]) -> bool:
-    """Rows that end in ； and 。 by turns (A；/B。/C；/D。): a list of couplets as books print
-    them, not a poem (whose rows end in ，/。 or all in 。)."""
-    ends = [line[1].rstrip()[-1:] if line else "" for line in lines]
-    return len(ends) % 2 == 0 and all(e == ("；" if k % 2 == 0 else "。") for k, e in enumerate(ends))
+    """Rows that end in ； and 。 by turns (A；/B。/C；/D。), or in nothing and 。 by turns
+    (A/B。/C/D。): a list of couplets as books and sites print them, not a poem (whose rows
+    end in ，/。 or all in 。)."""
+    ends = [_end_mark(line[1]) if line else "?" for line in lines]
+    uppers, lowers = set(ends[::2]), set(ends[1::2])
+    return len(ends) % 2 == 0 and lowers == {"。"} and uppers in ({"；"}, {""})
+
+
+def _end_mark(raw: str) -> str:
+    """The punctuation that ends a raw line, "" for none."""
+    last = raw.rstrip()[-1:]
+    return last if last and is_punct(last) else ""
 
 
 def _adjacent_pairs(text: str, used: list[tuple[int, int]]) -> Iterator[Pair]:
@@ -354,10 +420,18 @@ def _line_starts(text: str) -> list[int]:
 
 # 上联：, 上联是：, 出句：, 出了个上联：, 出了这么一个上联：, 曾出一联：
 # (not 对出了下联, 说出了下联: answers)
-_UPPER_CUE = re.compile(r"(?:上联|出句|上句|(?<!对)出[^，。：；！？“”下\n]{0,6}?联)[是为曰云道]?\s*：")
+# 上联是“A”, 出联：「A」; 出「A」征求下联 (the quote right after 出, a call for a lower line after it)
+_MODAL = r"(?:可能|可以|应该|应|则|就|便)?"
+_UPPER_CUE = re.compile(
+    rf"(?:(?:上联|出句|上句|(?<!对)出[^，。：；！？“”下\n]{{0,6}}?联){_MODAL}[是为曰云道]?\s*(?:：|(?=[“「『])))"
+    r"|出(?=[“「『][^”」』\n]{2,30}[”」』][^。！？\n]{0,8}?(?:下联|对句|应对|求对|征对))"
+)
 # 下联：, 对道：, 对曰：, 对上：, 对了个下句：, 此联可对：
+# 下联可能是“B”, 乃对下联「B」, 有人对：B (a bare 对 only before a colon: not 「五月」对「三星」)
 _LOWER_CUE = re.compile(
-    r"(?:下联|对句|下句|对[道曰云上出]|对了?[个一]?[^，。：；！？“”\n]{0,4}?(?:下联|下句)|可对)[是为曰云道]?\s*："
+    r"(?:下联|对句|下句|对[道曰云上出]|对了?[个一]?[^，。：；！？“”\n]{0,4}?(?:下联|下句)|可对)"
+    rf"{_MODAL}[是为曰云道]?\s*(?:：|(?=[“「『]))"
+    r"|(?<![不答相反正绝针核应])对\s*："
 )
 _HALF_END = re.compile(r"[。！？；\n”’」』]")
 STORY_LINES = 8  # an upper line and its lower line at most this many lines apart
@@ -475,7 +549,8 @@ def cued_line_pairs(text: str, used: list[tuple[int, int]]) -> Iterator[Pair]:
         end = _BODY_END.search(text, m.end())
         sentence_end = end.start() if end else len(text)
         filler = _FILLER.match(text, m.end())
-        begins = [filler.end()] if filler else []
+        # 对联是叫A，B / 春联：A；B; not 此联对仗工稳，… (commentary) or 贴春联；… (the cue ends a clause)
+        begins = [filler.end()] if filler and filler.end() > m.end() else []
         colon = text.find("：", m.end(), min(sentence_end, m.end() + _COLON_REACH))
         if colon >= 0:
             begins.append(colon + 1)
@@ -493,23 +568,62 @@ def cued_line_pairs(text: str, used: list[tuple[int, int]]) -> Iterator[Pair]:
                 break
 
 
+PLAIN_RUN = 3  # unnumbered A，B。 lines: this many in a row are a list of couplets, not a poem
+
+
 def one_line_pairs(text: str, used: list[tuple[int, int]]) -> Iterator[Pair]:
-    """A line holding one pair as lists of couplets print it: numbered (一、A，B。 1.A；B),
-    with a trailing 横批 (left out of the pair), or ``A；B``. Only on a page about couplets
-    (the caller checks ``page_topic``), and both halves pass the bare-line test."""
-    for line in _standalone_lines(text, used):
-        if line is None:
+    """A line holding one pair as lists of couplets print it: numbered (一、A，B。 1.A；B,
+    or 7、A。B。 with the halves split by a full stop), with a trailing 横批 (left out of the
+    pair), ``A；B``, or, in a run of ``PLAIN_RUN`` or more such lines that are not rows
+    after a poem's author line, unnumbered ``A，B。`` / ``A，B；``. A note in brackets after
+    the pair （正对） is left out. Only on a page about couplets (the caller checks
+    ``page_topic``), and both halves pass the bare-line test."""
+    lines = list(_standalone_lines(text, used))
+    starts, raws = _line_starts(text), text.split("\n")
+    poem = _poem_rows(lines)
+    found: list[tuple[Pair | None, bool]] = []  # (pair, plain) per line; plain pairs need a run
+    for i, line in enumerate(lines):
+        pair, plain = None, False
+        if line is not None and i not in poem:
+            pair, plain = _one_line(line[1].strip())
+        found.append((pair, plain) if pair else (None, False))
+    keep: list[int] = []
+    k = 0
+    while k < len(found):
+        if found[k][0] is None or not found[k][1]:
+            keep += [k] if found[k][0] is not None else []
+            k += 1
             continue
-        raw = line[1].strip()
-        number = _NUMBER.match(raw)
-        body = raw[number.end() :] if number else raw
-        hengpi = _HENGPI.search(body)
-        body = _clean_line(body[: hengpi.start()] if hengpi else body)
-        if not (number or hengpi or body.count("；") == 1):
-            continue
+        end = k
+        while end < len(found) and found[end][0] is not None and found[end][1]:
+            end += 1
+        if end - k >= PLAIN_RUN and not _couplet_list(lines[k:end]):  # A，B；/C，D。: two-line pairs
+            keep += range(k, end)
+        k = end
+    for j in keep:  # a line belongs to one pair: the bare-line rule must not pair it again
+        used.append((starts[j], starts[j] + len(raws[j])))
+        pair = found[j][0]
+        if pair is not None:
+            yield pair
+
+
+def _one_line(raw: str) -> tuple[Pair | None, bool]:
+    """The pair one line holds, and whether it is only a plain ``A，B。`` (no number, 横批 or ；)."""
+    number = _NUMBER.match(raw)
+    body = raw[number.end() :] if number else raw
+    hengpi = _HENGPI.search(body)
+    body = _clean_line(body[: hengpi.start()] if hengpi else body)
+    plain = not (number or hengpi or body.count("；") == 1)
+    if plain and not (_end_mark(_NOTE.sub("", raw).strip()) in ("。", "；") and body.count("，") == 1):
+        return None, False
+    if number and body.count("。") == 1 and "；" not in body:
+        upper, _, lower = body.partition("。")  # 7、遍地春光新岁月。一天元气会风云。
+        pair = _as_pair(upper, lower, raw, "one_line")
+    else:
         pair = _split_lianyue(body, raw)
-        if pair and looks_like_couplet(pair.upper, pair.lower):
-            yield Pair(pair.upper, pair.lower, raw, "one_line")
+    if pair and looks_like_couplet(pair.upper, pair.lower):
+        return Pair(pair.upper, pair.lower, raw, "one_line"), plain
+    return None, False
 
 
 def looks_like_couplet(upper: str, lower: str) -> bool:

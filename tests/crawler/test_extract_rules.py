@@ -7,6 +7,7 @@ import pytest
 
 from crawler.extract import (
     cued_line_pairs,
+    example_pairs,
     normalise_text,
     one_line_pairs,
     prose_pairs,
@@ -242,3 +243,132 @@ def test_rows_ending_in_semicolon_and_full_stop_by_turns_are_a_couplet_list() ->
     assert found == [("春回大地千山秀", "日照神州万木荣"), ("莺歌燕舞新春到", "鸟语花香好景来")]
     poem = "\n".join(r[:-1] + e for r, e in zip(rows, "，。，。", strict=True))
     assert prose_pairs(poem) == []  # the same rows printed as a poem's are not paired
+
+
+# --- one pair a line without number, notes in brackets, halves split by 。 ---------------
+
+PLAIN_LIST = """春联精选
+春回大地千山秀，日照神州万木荣；
+莺歌燕舞新春到，鸟语花香好景来；
+门迎百福福星照，户纳千祥祥云开。"""
+
+
+def test_unnumbered_one_line_pairs_in_a_run_of_three() -> None:
+    assert pairs(PLAIN_LIST) == [
+        ("春回大地千山秀", "日照神州万木荣", "one_line"),
+        ("莺歌燕舞新春到", "鸟语花香好景来", "one_line"),
+        ("门迎百福福星照", "户纳千祥祥云开", "one_line"),
+    ]
+    two = "\n".join(PLAIN_LIST.split("\n")[:3])
+    assert pairs(two) == []  # two such lines may be a quatrain printed two rows a line
+    poem = "对联与诗\n【唐】王维\n" + "\n".join(PLAIN_LIST.split("\n")[1:])
+    assert pairs(poem) == []  # rows after a poem's author line
+
+
+def test_a_run_of_comma_lines_ending_in_semicolon_and_full_stop_by_turns_is_two_line_pairs() -> None:
+    text = "春联\n壬佩六符，允征吉兆；\n寅恭五服，相励和衷。\n癸鼎镌铭，百世宝用；\n卯门启运，万物孳生。"
+    assert [(p.upper, p.lower) for p in prose_pairs(text)] == [
+        ("壬佩六符，允征吉兆", "寅恭五服，相励和衷"),
+        ("癸鼎镌铭，百世宝用", "卯门启运，万物孳生"),
+    ]
+
+
+def test_a_note_in_brackets_after_a_pair_is_left_out() -> None:
+    text = "对联的种类，如：\n觉行圆满；功德庄严。（正对）\n庭前花始放；\n阁下李先生。（常用无情对）"
+    assert [(p.upper, p.lower) for p in prose_pairs(text)] == [
+        ("觉行圆满", "功德庄严"),
+        ("庭前花始放", "阁下李先生"),
+    ]
+
+
+def test_numbered_halves_split_by_a_full_stop() -> None:
+    text = "七字春联\n7、春回大地千山秀。日照神州万木荣。\n8、一年好景同春到。四季财源顺时来。"
+    assert [(p.upper, p.lower) for p in prose_pairs(text)] == [
+        ("春回大地千山秀", "日照神州万木荣"),
+        ("一年好景同春到", "四季财源顺时来"),
+    ]
+    assert prose_pairs("七字春联\n春回大地千山秀。日照神州万木荣。") == []  # two sentences
+
+
+def test_unpunctuated_rows_and_full_stops_by_turns_are_a_couplet_list() -> None:
+    rows = ["春回大地千山秀", "日照神州万木荣。", "莺歌燕舞新春到", "鸟语花香好景来。"]
+    assert [(p.upper, p.lower) for p in prose_pairs("春联\n" + "\n".join(rows))] == [
+        ("春回大地千山秀", "日照神州万木荣"),
+        ("莺歌燕舞新春到", "鸟语花香好景来"),
+    ]
+
+
+# --- examples after 如：, quotes cued in the sentence before, more story cues -------------
+
+
+def test_examples_after_ru_on_a_line_that_names_a_couplet() -> None:
+    text = normalise_text(
+        "贺联：喜庆时用。如：一门瑞气盈庭院；满院春光照画堂。（喜联）福如东海；寿比南山。（寿联）"
+    )
+    found = [(p.upper, p.lower, p.form) for p in example_pairs(text, [])]
+    assert found == [
+        ("一门瑞气盈庭院", "满院春光照画堂", "example"),
+        ("福如东海", "寿比南山", "example"),
+    ]
+    assert list(example_pairs(normalise_text("水果很多，如：苹果，香蕉。"), [])) == []  # names no couplet
+    assert prose_pairs("对联的作用有很多，如：我们可以贴，你们可以挂。") == []  # prose
+
+
+def test_a_quoted_example_whose_cue_is_in_the_sentence_before() -> None:
+    text = "五字对联很受喜爱。有的家庭喜欢传统的，如“海阔凭鱼跃，天高任鸟飞”；也有人写别的。"
+    assert pairs(text) == [("海阔凭鱼跃", "天高任鸟飞", "quoted")]
+    assert pairs("他爱写对联。\n有的人喜欢说，如“我们走吧，你们来吧”。") == []  # prose in quotes
+    assert pairs("天气很好。如“海阔凭鱼跃，天高任鸟飞”。") == []  # nothing names a couplet
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "例如这幅春联，上联是“春回大地千山秀”，下联可能是“日照神州万木荣”，横批是“万象更新”。",
+        "有一位先生出联：「春回大地千山秀。」有人对：「日照神州万木荣。」众人叫好。",
+        "一酒家出「春回大地千山秀」征求下联，久无人对。后来一位书生乃对下联「日照神州万木荣」。",
+    ],
+)
+def test_story_cues_before_quotes(text: str) -> None:
+    assert pairs(text) == [("春回大地千山秀", "日照神州万木荣", "story")]
+
+
+def test_a_bare_dui_between_quotes_is_no_lower_cue() -> None:
+    text = "有人出联：「春回大地千山秀」。「大地」对「神州」，「千山」对「万木」，字字工整。"
+    assert prose_pairs(text) == []
+
+
+def test_a_cue_word_ending_a_clause_gives_no_one_line_pair() -> None:
+    assert prose_pairs("此联对仗十分工稳，治联技术精湛。") == []
+    assert prose_pairs("家家户户贴春联；旧年辞别迎新岁，时序车轮总向前。") == []
+
+
+def test_a_one_line_pair_is_not_paired_again_with_the_next_line() -> None:
+    """Two A；B lines on a couplet page: two one-line pairs, not also one two-line pair."""
+    text = "对联的种类，如：\n觉行圆满；功德庄严。（正对）\n心平积福；欲重招殃。（反对）"
+    assert [(p.upper, p.lower, p.form) for p in prose_pairs(text)] == [
+        ("觉行圆满", "功德庄严", "one_line"),
+        ("心平积福", "欲重招殃", "one_line"),
+    ]
+
+
+def test_quoted_examples_one_after_the_other() -> None:
+    text = "对联的上下联按时序分，如“春回大地千山秀，日照神州万木荣”；“海阔凭鱼跃，天高任鸟飞”。"
+    assert [(p.upper, p.lower) for p in prose_pairs(text)] == [
+        ("春回大地千山秀", "日照神州万木荣"),
+        ("海阔凭鱼跃", "天高任鸟飞"),
+    ]
+    text = "对联很多，如“春回大地千山秀，日照神州万木荣”。他又说“我们走吧，你们来吧”。"
+    assert [(p.upper, p.lower) for p in prose_pairs(text)] == [("春回大地千山秀", "日照神州万木荣")]
+
+
+def test_a_page_that_writes_yi_as_the_formal_numeral_is_read_with_yi() -> None:
+    text = (
+        "有關數字的春聯\n壹、壹年四季春常在,萬紫千紅永開花,橫批:喜迎新春。\n"
+        "二、和順壹門有百福,平安二字值千金。"
+    )
+    assert [(p.upper, p.lower) for p in prose_pairs(text)] == [
+        ("一年四季春常在", "万紫千红永开花"),
+        ("和顺一门有百福", "平安二字值千金"),
+    ]
+    assert normalise_text("收到人民币壹佰元整") == "收到人民币壹佰元整"  # an amount keeps its 壹
