@@ -28,9 +28,12 @@ def main(argv: list[str] | None = None) -> int:
         trained = train(args, d)
         if trained is not None and not (args.no_eval and args.no_export):
             # optional dependencies (pypinyin, pyahocorasick), not a circle: see the docstring
-            from model.release.finish import finish
+            from model.release.finish import FinishSpec, finish
 
-            finish(args, trained.out, trained.folder, trained.train, trained.preset, trained.proposer_path)
+            spec = FinishSpec(args.preset, args.no_eval, args.eval_limit, args.no_export, args.ship)
+            finish(
+                spec, trained.out, trained.folder, trained.train.pairs, trained.preset, trained.proposer_path
+            )
         return 0
     except UsageError as e:
         print(f"error: {e}", file=sys.stderr)

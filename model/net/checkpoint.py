@@ -123,9 +123,17 @@ def load_model(
 
 def load_proposer(path: Path, vocab: Vocab, dtype: torch.dtype = torch.float32) -> CoupletTagger:
     """The tagger in checkpoint ``path``; ValueError unless it is one, on ``vocab``."""
+    return load_proposer_and_meta(path, vocab, dtype)[0]
+
+
+def load_proposer_and_meta(
+    path: Path, vocab: Vocab, dtype: torch.dtype = torch.float32
+) -> tuple[CoupletTagger, dict[str, Any]]:
+    """``load_proposer``, and its checkpoint's ``step`` and ``best_valid``, from one read."""
     ckpt = load_checkpoint(path)
     check_proposer(ckpt, vocab.to_bytes(), path)
-    return cast(CoupletTagger, model_from_checkpoint(ckpt, dtype).eval())
+    meta = {"step": ckpt.get("step", 0), "best_valid": ckpt.get("best_valid")}
+    return cast(CoupletTagger, model_from_checkpoint(ckpt, dtype).eval()), meta
 
 
 def check_proposer(ckpt: dict[str, Any], vocab: bytes, path: Path) -> None:

@@ -336,9 +336,13 @@ def _read_checkpoint_meta(bundle: Path, name: str = "model.pt") -> dict[str, Any
     return meta
 
 
-def write_card(bundle: Path, train_dir: Path | None, report: Path, bench: Path | None = None) -> Path:
-    """Render the card into ``bundle/MODEL_CARD.md`` (``make train`` calls this after export)."""
-    card = render(bundle, train_dir, _read_json(report), _read_json(bench), hardware_description())
+def write_card(
+    bundle: Path, train_dir: Path | None, report: Path, bench: Path | None = None, hardware: str | None = None
+) -> Path:
+    """Render the card into ``bundle/MODEL_CARD.md`` (``make train`` calls this after export);
+    ``hardware``: what the model trained on, in words (default: this machine)."""
+    hardware = hardware or hardware_description()
+    card = render(bundle, train_dir, _read_json(report), _read_json(bench), hardware)
     path = bundle / "MODEL_CARD.md"
     path.write_text(card, encoding="utf-8")
     return path

@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import json
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -18,12 +19,11 @@ from data.sensitive import hash_words, normalised
 from model.decoding.options import DecodeOptions
 from model.net.checkpoint import load_checkpoint, load_model
 from model.release.bundle import export_bundle, install_bundle
-from model.release.card import main as card_main
 from model.release.card import write_card
 from model.release.evaluate import evaluate_files
 from model.training.errors import UsageError
 from model.training.pack import DEVICE_FILE, PROPOSER_DIR, is_packed, unpack
-from model.training.pairs import PairData, load_data
+from model.training.pairs import load_data
 from model.training.presets import load_preset
 from model.training.run import load_proposer, run_checkpoint
 
@@ -39,20 +39,36 @@ def sensitive_hashes() -> tuple[np.ndarray | None, int | None]:
     return np.asarray(hash_words(words), dtype=np.uint64), longest
 
 
+@dataclass(frozen=True)
+class FinishSpec:
+    """What finishing a run does, after training (``python -m model.train``) or for a run
+    packed on a lent GPU machine (``python -m model.ship finish``)."""
+
+    preset: str  # the preset's name, recorded in the bundle
+    no_eval: bool = False  # bundle without the test-set figures
+    eval_limit: int | None = None  # the first N test pairs only (None: the preset's eval_limit)
+    no_export: bool = False  # evaluate only
+    ship: bool = False  # also install the bundle as models/default
+    hardware: str | None = None  # what it trained on, for the card (None: this machine)
+
+
 def finish(
-    args: argparse.Namespace,
+    spec: FinishSpec,
     out: Path,
     folder: Path,
-    train: PairData,
+    train_pairs: list[tuple[str, str]],
     preset: dict[str, Any],
     proposer_path: Path | None = None,
 ) -> None:
+    """Evaluate the run in ``out`` on ``folder``'s test set, export its bundle with the
+    training pairs it was trained on (``train_pairs``: the training-set index and the known
+    lower lines), write the card and, with ``spec.ship``, install it."""
     model, vocab, meta = load_model(run_checkpoint(out))
-    proposer = load_proposer(proposer_path, vocab) if proposer_path is not None else None
+    proposer, proposer_meta = (None, None) if proposer_path is None else load_proposer(proposer_path, vocab)
     ev: dict[str, Any] = {}
-    if not args.no_eval:
-        limit = args.eval_limit if args.eval_limit is not None else preset.get("eval_limit", 0)
-        lowers = [lo for _, lo in train.pairs]
+    if not spec.no_eval:
+        limit = spec.eval_limit if spec.eval_limit is not None else preset.get("eval_limit", 0)
+        lowers = [lo for _, lo in train_pairs]
         try:
             ev = evaluate_files(
                 model, vocab, folder, limit=limit or None, train_lowers=lowers, proposer=proposer
@@ -75,7 +91,7 @@ def finish(
                 except Exception as e:
                     print(f"warning: fast-mode evaluation failed ({type(e).__name__}: {e})")
             (out / "eval.json").write_text(json.dumps(ev, ensure_ascii=False, indent=1), encoding="utf-8")
-    if args.no_export:
+    if spec.no_export:
         return
     data_card, report = folder / "DATA_CARD.md", folder / "report.json"
     hashes, longest = sensitive_hashes()
@@ -83,7 +99,7 @@ def finish(
         out / "bundle",
         model,
         vocab,
-        train_pairs=train.pairs,
+        train_pairs=train_pairs,
         sensitive_hashes=hashes,
         sensitive_max_len=longest,
         data_card=data_card.read_text("utf-8") if data_card.exists() else "",
@@ -91,13 +107,13 @@ def finish(
         eval_result=ev,
         step=meta.get("step", 0),
         best_valid=meta.get("best_valid"),
-        preset=args.preset,
+        preset=spec.preset,
         proposer=proposer,
-        proposer_meta=load_model(run_checkpoint(proposer_path))[2] if proposer_path is not None else None,
+        proposer_meta=proposer_meta,
     )
-    write_card(bundle, out, report)
+    write_card(bundle, out, report, hardware=spec.hardware)
     print(f"bundle written to {bundle} ({sum(p.stat().st_size for p in bundle.iterdir()) / 2**20:.1f} MiB)")
-    if args.ship:
+    if spec.ship:
         print(f"shipped to {install_bundle(bundle, default_model_dir())}")
 
 
@@ -124,14 +140,10 @@ def finish_run(args: argparse.Namespace) -> Path:
         proposer = Path(args.proposer)
     elif not args.no_proposer and ((run / PROPOSER_DIR / "best.pt").is_file()):
         proposer = run / PROPOSER_DIR
-    ns = argparse.Namespace(
-        no_eval=args.no_eval, eval_limit=args.eval_limit, no_export=False, preset=preset_name, ship=False
-    )
-    finish(ns, run, folder, train, preset, proposer)
+    # the card names the machine the run trained on, recorded when it was packed
+    spec = FinishSpec(preset_name, args.no_eval, args.eval_limit, hardware=info.get("hardware") or None)
+    finish(spec, run, folder, train.pairs, preset, proposer)
     bundle = run / "bundle"
-    if info.get("hardware"):  # the card was written with this machine's hardware: name the trainer's
-        card_main([str(bundle), "--train-dir", str(run), "--report", str(folder / "report.json"),
-                   "--hardware", str(info["hardware"])])  # fmt: skip
     size = sum(p.stat().st_size for p in bundle.iterdir() if p.is_file()) / 1e6
     print(f"bundle {bundle}: {size:.2f} MB" + (" (over the 40 MB budget!)" if size > 40 else ""))
     if args.ship:

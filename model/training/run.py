@@ -14,7 +14,7 @@ import argparse
 import json
 import math
 import os
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -25,8 +25,7 @@ import torch.distributed as dist
 
 from data.paths import data_dir, work_dir
 from data.vocab import Vocab
-from model.net.checkpoint import CoupletModel, build_model, load_model, save
-from model.net.checkpoint import load_proposer as checkpoint_proposer
+from model.net.checkpoint import CoupletModel, build_model, load_model, load_proposer_and_meta, save
 from model.net.tagger import CoupletTagger
 from model.net.transformer import ModelConfig
 from model.training.errors import UsageError
@@ -36,6 +35,33 @@ from model.training.pairs import PairData, load_data, run_data_stage
 from model.training.presets import load_preset
 from model.training.scoring import mean_nll
 from model.training.trainer import Dist, Hooks, TrainConfig, Trainer
+
+
+@dataclass(frozen=True)
+class TrainSpec:
+    """What ``python -m model.train`` is asked for (its command-line options, typed)."""
+
+    preset: str = "cpu"
+    data_dir: Path | None = None
+    out: Path | None = None
+    max_minutes: float | None = None
+    max_steps: int | None = None
+    seed: int | None = None
+    set: tuple[str, ...] = ()
+    device: str = "auto"
+    skip_data: bool = False
+    no_eval: bool = False
+    no_export: bool = False
+    eval_limit: int | None = None
+    ship: bool = False
+    proposer: Path | None = None
+    no_proposer: bool = False
+    init_from: Path | None = None
+    teacher: Path | None = None
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> TrainSpec:
+        return cls(**{f.name: getattr(args, f.name) for f in fields(cls)} | {"set": tuple(args.set)})
 
 
 @dataclass
@@ -159,27 +185,27 @@ def warm_start(model: torch.nn.Module, path: Path, vocab: Vocab) -> tuple[int, l
     return len(model.state_dict()) - len(fresh), fresh
 
 
-def load_proposer(path: Path, vocab: Vocab) -> CoupletTagger:
-    """``model.net.checkpoint.load_proposer`` of a run folder's best checkpoint (or a checkpoint file)."""
+def load_proposer(path: Path, vocab: Vocab) -> tuple[CoupletTagger, dict[str, Any]]:
+    """The proposer of a run folder's best checkpoint (or a checkpoint file), and its
+    checkpoint's step and best_valid (``model.net.checkpoint.load_proposer_and_meta``)."""
     try:
-        return checkpoint_proposer(run_checkpoint(path), vocab)
+        return load_proposer_and_meta(run_checkpoint(path), vocab)
     except ValueError as e:
         raise UsageError(str(e)) from e
 
 
-def train_proposer(args: argparse.Namespace, d: Dist, preset: dict[str, Any], out: Path) -> Path | None:
+def train_proposer(spec: TrainSpec, d: Dist, preset: dict[str, Any], out: Path) -> Path | None:
     """The proposer to bundle: ``--proposer``, else the preset's ``proposer`` preset trained
     first into ``<out>/proposer`` (resuming like any run), else none."""
-    if args.proposer is not None:
-        return Path(args.proposer)
+    if spec.proposer is not None:
+        return Path(spec.proposer)
     name = preset.get("proposer")
-    if not name or args.no_proposer or preset["model"].get("kind", "seq2seq") != "seq2seq":
+    if not name or spec.no_proposer or preset["model"].get("kind", "seq2seq") != "seq2seq":
         return None
-    sub = argparse.Namespace(**vars(args))
-    sub.preset, sub.out, sub.set = name, out / "proposer", []
-    sub.max_minutes = sub.max_steps = None
-    sub.no_export = sub.no_eval = sub.skip_data = True
-    sub.ship, sub.proposer, sub.no_proposer = False, None, True
+    sub = replace(
+        spec, preset=name, out=out / "proposer", set=(), max_minutes=None, max_steps=None, no_export=True,
+        no_eval=True, skip_data=True, ship=False, proposer=None, no_proposer=True,
+    )  # fmt: skip
     if d.main:
         print(f"proposer: training the {name!r} preset first, into {sub.out}", flush=True)
     train(sub, d)
@@ -189,7 +215,7 @@ def train_proposer(args: argparse.Namespace, d: Dist, preset: dict[str, Any], ou
 # ---- main ----------------------------------------------------------------------------
 
 
-def parse_args(argv: list[str] | None) -> argparse.Namespace:
+def parse_args(argv: list[str] | None) -> TrainSpec:
     p = argparse.ArgumentParser(prog="python -m model.train", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
     p.add_argument("--preset", default="cpu", help="tiny, cpu or gpu (files in model/training/presets)")
@@ -225,11 +251,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="also learn this trained model's token distributions (knowledge distillation; a run folder "
         "or checkpoint of the same kind on the same vocabulary); distill_weight sets their share",
     )
-    return p.parse_args(argv)
+    return TrainSpec.from_args(p.parse_args(argv))
 
 
-def build(args: argparse.Namespace) -> tuple[dict[str, Any], TrainConfig]:
-    preset = load_preset(args.preset, args.set)
+def build(args: TrainSpec) -> tuple[dict[str, Any], TrainConfig]:
+    preset = load_preset(args.preset, list(args.set))
     if args.eval_limit is not None and args.eval_limit < 0:
         raise UsageError("--eval-limit must be 0 (every test pair) or a number of pairs")
     train_opts = dict(preset["train"])
@@ -242,7 +268,7 @@ def build(args: argparse.Namespace) -> tuple[dict[str, Any], TrainConfig]:
         raise UsageError(str(e)) from e
 
 
-def train(args: argparse.Namespace, d: Dist) -> Trained | None:
+def train(args: TrainSpec, d: Dist) -> Trained | None:
     """Train the run ``args`` asks for (its proposer first); what the release steps need, or
     None on a DDP rank (each rank saves its final weights beside the run)."""
     preset, tc = build(args)
