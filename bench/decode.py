@@ -57,7 +57,7 @@ def load_decoder() -> tuple[Decoder, str]:
         from model.release.bundle import load_bundle
 
         b = load_bundle(default_model_dir())
-        decoder = Decoder(b.model, b.vocab)
+        decoder = Decoder(b.model, b.vocab, pairing=b.pairing)
         decoder.proposer = b.proposer
         return decoder, "shipped"
     spm = data_dir() / "spm.model"
@@ -118,6 +118,7 @@ def run(args: argparse.Namespace) -> dict[str, object]:
     model = cast(CoupletTransformer, decoder.model)
     served = Decoder(model, decoder.vocab, SERVE_INT8, proposer, runtime=SERVE_RUNTIME)
     other = Decoder(model, decoder.vocab, not SERVE_INT8, proposer, runtime=SERVE_RUNTIME)
+    served.pairing = other.pairing = decoder.pairing  # the bundle's pairing table, as served
     normal = DecodeOptions(n_best=10)
     variants = {
         "": (served, normal),
@@ -129,6 +130,7 @@ def run(args: argparse.Namespace) -> dict[str, object]:
     }
     if SERVE_RUNTIME != "torch":
         variants["torch_"] = (Decoder(model, decoder.vocab, SERVE_INT8, proposer), normal)
+        variants["torch_"][0].pairing = decoder.pairing
     uppers, source = upper_lines()
     n = 100 if quick else 1000
     first = DecodeOptions(n_best=10, required_first="春")

@@ -106,7 +106,12 @@ class LoadedModel:
         self.bundle = bundle
         self.version = _version(bundle)
         self.decoder = Decoder(
-            bundle.model, bundle.vocab, int8=engine.int8, proposer=bundle.proposer, runtime=engine.runtime
+            bundle.model,
+            bundle.vocab,
+            int8=engine.int8,
+            proposer=bundle.proposer,
+            runtime=engine.runtime,
+            pairing=bundle.pairing,
         )
         bundled = bundle.sensitive_filter(allow_list()) if len(bundle.sensitive_hashes) else None
         self.filters = [f for f in (bundled, extra_filter) if f is not None]

@@ -21,6 +21,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from data.pairing import PairingTable
 from data.rules import check
 from data.text import is_punct
 from data.tones import Tone, mark
@@ -60,6 +61,7 @@ class Decoder:
         int8: bool = False,
         proposer: CoupletTagger | None = None,
         runtime: Runtime = "torch",
+        pairing: PairingTable | None = None,
     ) -> None:
         """``int8``: decode with copies of the models whose linear layers run in int8
         (dynamic quantisation: 1.2-1.7x faster steps on a CPU, logits within ~0.1).
@@ -71,7 +73,9 @@ class Decoder:
         (``ensemble_weight``) and its top tokens as the shortlist the output layer scores
         (``shortlist``; the shortlisted output layer stays fp32).
         ``runtime``: ``torch`` (eager PyTorch) or ``onnx`` (the models' graphs exported to
-        ONNX Runtime, model/decoding/onnx_engine.py: PyTorch's results in fp32, steps 2-4x faster)."""
+        ONNX Runtime, model/decoding/onnx_engine.py: PyTorch's results in fp32, steps 2-4x faster).
+        ``pairing``: how well characters pair at one position (data/pairing.py), added to the
+        search's scores with ``DecodeOptions.pairing_weight``."""
         if proposer is not None and not isinstance(model, CoupletTransformer):
             raise ValueError("a proposer's candidates are rescored by an encoder-decoder model")
         # the output layer's weight, transposed (d, V), for the shortlists' columns
@@ -86,6 +90,7 @@ class Decoder:
             raise ValueError(f"model has {size} output ids but the vocabulary {len(vocab)}")
         pieces = vocab.pieces + [""] * (size - len(vocab))  # ids past the vocabulary: never
         self.tables = VocabTables.build(vocab, pieces)
+        self.pairing = None if pairing is None else _PairingRows(pairing, pieces)
 
     def plan(self, upper: str, options: DecodeOptions) -> Plan:
         if len(upper) + 1 > self.model.cfg.max_len:
@@ -135,6 +140,8 @@ class Decoder:
         length = plans[0].length
         table = fuse(position, len(plans), length, self.tables.size)  # (N, L+1, V)
         src = torch.tensor([self.vocab.encode(p.upper) for p in plans])  # (N, L)
+        if self.pairing is not None and options.pairing_weight:
+            self.pairing.add_to(table, src, options.pairing_weight)
         if self.proposer is None or not (options.fast or options.ensemble_weight or options.shortlist):
             tokens, search, logp = self._search(src, table, stepwise, options)
         else:
@@ -263,6 +270,30 @@ class Decoder:
 
 
 Found = tuple[Tensor, Tensor, Tensor]  # beam_search's tokens, search scores, model log-probs
+
+
+class _PairingRows:
+    """A pairing table in one vocabulary's token ids (CSR rows by the upper token)."""
+
+    def __init__(self, table: PairingTable, pieces: list[str]) -> None:
+        indptr, cols, vals = table.for_vocab(pieces)
+        self.indptr = torch.from_numpy(indptr)
+        self.cols = torch.from_numpy(cols)
+        self.vals = torch.from_numpy(vals)
+
+    def add_to(self, table: Tensor, src: Tensor, weight: float) -> None:
+        """table (N, L+1, V) += ``weight`` times each position's row for src (N, L), in place.
+        A position whose character is banned there stays banned (-inf plus a score)."""
+        n, length = src.shape
+        starts = self.indptr[src].view(-1)  # (N*L,)
+        counts = self.indptr[src + 1].view(-1) - starts
+        if not int(counts.sum()):
+            return
+        rows = torch.repeat_interleave(torch.arange(n * length), counts)
+        first = torch.repeat_interleave(starts - (counts.cumsum(0) - counts), counts)
+        entries = first + torch.arange(len(rows))  # each row's own slice of cols / vals
+        index = (rows // length, rows % length, self.cols[entries])
+        table.index_put_(index, weight * self.vals[entries], accumulate=True)
 
 
 def _with_fallback(

@@ -29,10 +29,14 @@ class DecodeOptions:
     three_level_weight: float = 2.0  # cost of a level tone that makes a 三平尾
     score_end: bool = False  # one more model step for log P(end of sequence) after the line
     fast: bool = False  # with a proposer: search its one-pass lattice, rescore (faster, lower BLEU)
-    # with a proposer: its log-probabilities' weight in the normal search; with the session-12
-    # tagger 1.5 beat 1.0 on 3,000 validation lines, BLEU-4 3.73 against 3.70 and 3.74 against
-    # 3.46 (1.25 and 1.75 in between; docs/EXPERIMENTS.md §17)
-    ensemble_weight: float = 1.5
+    # with a proposer: its log-probabilities' weight in the normal search. 1.5 had the best BLEU
+    # (docs/EXPERIMENTS.md §17), but blind judges preferred the lines of 0.5, whose search leans
+    # more on the encoder-decoder's own steps, and more so with the pairing table (§23)
+    ensemble_weight: float = 0.5
+    # with the bundle's pairing table (data/pairing.py): its score of each character against
+    # the upper line's character at the same position is added with this weight (0 = off;
+    # 0.6 with ensemble_weight 0.5 won blind on both halves, docs/EXPERIMENTS.md §23)
+    pairing_weight: float = 0.6
     # fast mode: how many candidates the proposer's search hands to the rescoring (at least n_best);
     # 10 scored as 40 did on 400 test lines, in 30 ms a request against 54 (docs/EXPERIMENTS.md §6)
     proposals: int = 10

@@ -127,8 +127,8 @@ def from_file(path: Path, lines: list[Line]) -> list[str]:
 
 def decoded(path: Path, lines: list[Line]) -> list[str]:
     """The top candidate of the model at ``path`` for every upper line, every rule on."""
-    model, vocab, proposer = load_any(path)
-    decode = make_decoder(model.eval(), vocab, DecodeOptions(), False, proposer)
+    model, vocab, proposer, pairing = load_any(path)
+    decode = make_decoder(model.eval(), vocab, DecodeOptions(), False, proposer, pairing=pairing)
     return decode([line.upper for line in lines])
 
 

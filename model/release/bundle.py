@@ -5,6 +5,8 @@ Layout of a bundle folder::
     model.pt          checkpoint with fp16 weights, no optimizer state
     proposer.pt       optional: an encoder-only proposer (model/net/tagger.py), fp16, same vocabulary
     fingerprints.npy  sorted uint64 fingerprints of the normalised training upper lines
+    pairing.npz       optional: how well characters pair at one position, counted from the
+                      training pairs (data/pairing.py); the decoder adds it to its scores
     known_lowers.txt.xz  optional: the training pairs' lower lines, one record per fingerprint
                       (model.release.fingerprint.KnownLowers), so a fresh clone shows a known couplet's
                       lower lines without the corpus; corpus text, AGPL-3.0 like the model
@@ -30,6 +32,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from data.pairing import PairingTable
 from data.sensitive import SensitiveFilter
 from data.vocab import Vocab
 from model.net.checkpoint import (
@@ -45,6 +48,7 @@ from model.release.fingerprint import FingerprintIndex, KnownLowers
 MODEL_FILE, FINGERPRINTS_FILE, SENSITIVE_FILE = "model.pt", "fingerprints.npy", "sensitive.npy"
 PROPOSER_FILE = "proposer.pt"
 KNOWN_FILE = "known_lowers.txt.xz"
+PAIRING_FILE = "pairing.npz"
 MODEL_CARD, DATA_CARD, EVAL_FILE = "MODEL_CARD.md", "DATA_CARD.md", "eval.json"
 DATA_REPORT = "data_report.json"
 # report.json's parts that quote corpus lines: a bundle carries counts, never corpus text
@@ -69,6 +73,7 @@ class Bundle:
     eval: dict[str, Any] = field(default_factory=dict)
     proposer: CoupletTagger | None = None
     known: KnownLowers | None = None
+    pairing: PairingTable | None = None
 
     def in_training_data(self, upper: str) -> bool:
         return self.fingerprints.contains(upper)
@@ -99,6 +104,7 @@ def export_bundle(
     proposer_meta: dict[str, Any] | None = None,
     train_uppers: Iterable[str] = (),
     train_pairs: Iterable[tuple[str, str]] | None = None,
+    pairing: PairingTable | None = None,
     sensitive_hashes: np.ndarray | None = None,
     sensitive_max_len: int | None = None,
     model_card: str = "",
@@ -113,7 +119,8 @@ def export_bundle(
     ``proposer_meta``: the proposer's ``step`` and ``best_valid``, kept in its checkpoint.
     ``sensitive_max_len``: the longest hashed word's length (the filter checks no longer
     substrings). ``train_pairs``, when given, stands for ``train_uppers`` and also writes the
-    known lower lines."""
+    known lower lines and, unless ``pairing`` is given (counted from them already), the
+    pairing table."""
     out = Path(out_dir)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
@@ -132,6 +139,9 @@ def export_bundle(
         index.save(tmp / FINGERPRINTS_FILE)
         if pairs is not None:
             (tmp / KNOWN_FILE).write_bytes(KnownLowers.encode(index, pairs))
+            pairing = pairing if pairing is not None else PairingTable.count(pairs)
+        if pairing is not None:
+            pairing.save(tmp / PAIRING_FILE)
         hashes = np.zeros(0, np.uint64) if sensitive_hashes is None else np.asarray(sensitive_hashes)
         _save_npy(tmp / SENSITIVE_FILE, hashes)
         (tmp / MODEL_CARD).write_text(model_card, encoding="utf-8")
@@ -184,6 +194,7 @@ def load_bundle(path: str | os.PathLike[str], dtype: torch.dtype = torch.float32
     sens = np.load(sens_path, allow_pickle=False) if sens_path.exists() else np.zeros(0, np.uint64)
     ev = json.loads(_read_text(root / EVAL_FILE) or "{}")
     known = KnownLowers.load(fps, root / KNOWN_FILE) if (root / KNOWN_FILE).is_file() else None
+    pairing = PairingTable.load(root / PAIRING_FILE) if (root / PAIRING_FILE).is_file() else None
     return Bundle(
         root,
         model,
@@ -196,4 +207,5 @@ def load_bundle(path: str | os.PathLike[str], dtype: torch.dtype = torch.float32
         ev,
         load_proposer(root / PROPOSER_FILE, vocab, dtype) if (root / PROPOSER_FILE).is_file() else None,
         known,
+        pairing,
     )

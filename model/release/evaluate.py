@@ -21,6 +21,7 @@ from typing import Any
 import torch
 from sacrebleu.metrics import BLEU
 
+from data.pairing import PairingTable
 from data.paths import data_dir, default_model_dir, work_dir
 from data.rules import HARD_RULES, check
 from data.tones import MODES as TONE_MODES
@@ -121,13 +122,14 @@ def make_decoder(
     proposer: Any = None,
     int8: bool = SERVE_INT8,
     runtime: Runtime = SERVE_RUNTIME,
+    pairing: PairingTable | None = None,
 ) -> Decode:
     """Top candidate of ``model.decoding.decoder.Decoder`` (or plain greedy decoding when asked),
     with a ``proposer`` (an encoder-only tagger) beside the model; ``int8``: quantised copies;
     ``runtime``: what runs them (model.decoding.options.RUNTIMES)."""
     if use_greedy:
         return lambda uppers: greedy(model, vocab, uppers)
-    decoder = Decoder(model, vocab, int8=int8, proposer=proposer, runtime=runtime)
+    decoder = Decoder(model, vocab, int8=int8, proposer=proposer, runtime=runtime, pairing=pairing)
 
     def one(upper: str) -> str:
         try:
@@ -172,6 +174,7 @@ def evaluate_files(
     runtime: Runtime = SERVE_RUNTIME,
     n_bootstrap: int = BOOTSTRAP,
     lines_out: list[tuple[str, str]] | None = None,
+    pairing: PairingTable | None = None,
 ) -> dict[str, Any]:
     """Decode the test set once; score it whole and its leak-free part (perplexity is the
     model's; a ``proposer`` is the tagger the decoder uses, see ``DecodeOptions``;
@@ -184,7 +187,7 @@ def evaluate_files(
     test = read_tsv(test_path)[: limit or None]
     if not test:
         raise ValueError(f"no test pairs (upper<TAB>lower lines) in {test_path}")
-    decode = make_decoder(model.eval(), vocab, options, use_greedy, proposer, int8, runtime)
+    decode = make_decoder(model.eval(), vocab, options, use_greedy, proposer, int8, runtime, pairing)
     hyps = decode([u for u, _ in test])
     if lines_out is not None:
         lines_out.extend(zip([lo for _, lo in test], hyps, strict=True))
@@ -253,13 +256,14 @@ def markdown(result: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def load_any(path: Path) -> tuple[Any, Vocab, Any]:
-    """A bundle folder or a checkpoint file -> (model, vocabulary, the bundle's proposer or None)."""
+def load_any(path: Path) -> tuple[Any, Vocab, Any, PairingTable | None]:
+    """A bundle folder or a checkpoint file -> (model, vocabulary, the bundle's proposer and
+    pairing table, or None for each)."""
     if path.is_dir():
         b = load_bundle(path)
-        return b.model, b.vocab, b.proposer
+        return b.model, b.vocab, b.proposer, b.pairing
     model, vocab, _ = load_model(path)
-    return model, vocab, None
+    return model, vocab, None, None
 
 
 def load_proposer(path: Path, vocab: Vocab) -> Any:
@@ -439,6 +443,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="an encoder-only tagger (checkpoint or bundle) beside the model (default: the bundle's)",
     )
     p.add_argument(
+        "--pairing",
+        type=Path,
+        default=None,
+        help="a pairing table (pairing.npz, data/pairing.py) for the search (default: the bundle's)",
+    )
+    p.add_argument(
         "--no-proposer", action="store_true", help="the model alone, without the bundle's proposer"
     )
     p.add_argument(
@@ -514,7 +524,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     out = args.out or work_dir() / "eval" / model_path.name
     try:
-        model, vocab, proposer = load_any(model_path)
+        model, vocab, proposer, pairing = load_any(model_path)
+        if args.pairing is not None:
+            pairing = PairingTable.load(args.pairing)
         if args.proposer is not None:
             proposer = load_proposer(args.proposer, vocab)
         if args.fast and proposer is None:
@@ -532,19 +544,21 @@ def main(argv: list[str] | None = None) -> int:
         variants += [compare_with(options, spec) for spec in args.compare_with]  # checked before decoding
         if (variants or args.compare_model) and args.greedy:
             raise ValueError("--compare-* compare searches of model.decoding; --greedy has no options")
-        others = [(label, model, proposer, replace(options, **change)) for label, change in variants]
+        others = [(label, model, proposer, pairing, replace(options, **change)) for label, change in variants]
         for path in args.compare_model:  # another model, the same search: a bundle with its proposer
-            other, other_vocab, other_proposer = load_any(path)  # loaded (and checked) before decoding
+            other, other_vocab, other_proposer, other_pairing = load_any(path)  # loaded (and checked) first
             if other_vocab.to_bytes() != vocab.to_bytes():
                 raise ValueError(f"--compare-model {path}: its vocabulary differs from the model's")
             if not path.is_dir() or args.no_proposer:  # a checkpoint: beside the asked proposer
                 other_proposer = None if args.no_proposer else proposer
-            others.append((f"model {path}", other, other_proposer, options))
+            others.append((f"model {path}", other, other_proposer, other_pairing, options))
 
-        def run(m: Any, prop: Any, opts: Any, lines: list[tuple[str, str]]) -> dict[str, Any]:
+        def run(
+            m: Any, prop: Any, table: PairingTable | None, opts: Any, lines: list[tuple[str, str]]
+        ) -> dict[str, Any]:
             return evaluate_files(
                 m, vocab, folder, args.limit, lowers, opts, args.greedy, prop, args.int8, args.runtime,
-                args.bootstrap, lines,
+                args.bootstrap, lines, table,
             )  # fmt: skip
 
         try:  # made before the decode, so a folder that cannot be made fails at once, not after it
@@ -552,12 +566,12 @@ def main(argv: list[str] | None = None) -> int:
         except OSError as e:
             raise ValueError(f"--out {out}: cannot make the folder for eval.json and eval.md ({e})") from e
         asked: list[tuple[str, str]] = []
-        result = run(model, proposer, options, asked)
+        result = run(model, proposer, pairing, options, asked)
         refs = [ref for ref, _ in asked]
         asked_stats = line_stats(refs, [hyp for _, hyp in asked]) if others and args.bootstrap > 1 else {}
-        for label, other, other_proposer, other_options in others:
+        for label, other, other_proposer, other_pairing, other_options in others:
             lines: list[tuple[str, str]] = []
-            summary_of = run(other, other_proposer, other_options, lines)["summary"]
+            summary_of = run(other, other_proposer, other_pairing, other_options, lines)["summary"]
             hyps = [hyp for _, hyp in lines]
             paired = paired_bleu(asked_stats, line_stats(refs, hyps), args.bootstrap) if asked_stats else {}
             summary_of.update({f"full_{k}": v for k, v in paired.items()})

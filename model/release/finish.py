@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from data.pairing import PairingTable
 from data.paths import corpus_dir, default_model_dir, work_dir
 from data.sensitive import hash_words, normalised
 from model.decoding.options import DecodeOptions
@@ -66,12 +67,19 @@ def finish(
     model, vocab, meta = load_model(run_checkpoint(out))
     proposer, proposer_meta = (None, None) if proposer_path is None else load_proposer(proposer_path, vocab)
     ev: dict[str, Any] = {}
+    pairing = PairingTable.count(train_pairs)  # the search's pairing table, as the bundle will carry it
     if not spec.no_eval:
         limit = spec.eval_limit if spec.eval_limit is not None else preset.get("eval_limit", 0)
         lowers = [lo for _, lo in train_pairs]
         try:
             ev = evaluate_files(
-                model, vocab, folder, limit=limit or None, train_lowers=lowers, proposer=proposer
+                model,
+                vocab,
+                folder,
+                limit=limit or None,
+                train_lowers=lowers,
+                proposer=proposer,
+                pairing=pairing,
             )
         except Exception as e:  # a failing evaluation must not cost the trained model its bundle
             print(f"warning: evaluation failed ({type(e).__name__}: {e}); exporting without figures")
@@ -86,6 +94,7 @@ def finish(
                         lowers,
                         DecodeOptions(fast=True),
                         proposer=proposer,
+                        pairing=pairing,
                     )
                     ev["fast_mode"] = fast["summary"]
                 except Exception as e:
@@ -100,6 +109,7 @@ def finish(
         model,
         vocab,
         train_pairs=train_pairs,
+        pairing=pairing,
         sensitive_hashes=hashes,
         sensitive_max_len=longest,
         data_card=data_card.read_text("utf-8") if data_card.exists() else "",

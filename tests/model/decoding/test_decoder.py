@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import itertools
 import json
+from dataclasses import replace
 
 import pytest
 import torch
 import torch.nn.functional as F
 
+from data.pairing import PairingTable
 from data.rules import check
 from data.vocab import BOS_ID, EOS_ID, PAD_ID, UNK_ID, Vocab
 from model.decoding.decoder import Decoder
@@ -340,3 +342,25 @@ def test_diverse_beam_search_gives_one_line_per_group_scored_by_the_model(decode
         )
     scores = [c.score for c in diverse.candidates]
     assert scores == sorted(scores, reverse=True)  # best first, whichever group found it
+
+
+def test_the_pairing_table_adds_its_scores_to_the_search(vocab: Vocab, pairs: list[tuple[str, str]]) -> None:
+    """Each candidate's rank rises by the weight times its mean pairing score (the model's own
+    score is unchanged), and a heavy weight puts the best-paired characters first."""
+    table = PairingTable.count(pairs + [("春风", "秋雨")] * 50)
+    model = tiny_model(vocab, seed=2)
+    plain, paired = Decoder(model, vocab), Decoder(model, vocab, pairing=table)
+    options = DecodeOptions(n_best=20, beam_size=40, rules=False, locks="秋_")  # every line pairs 春 -> 秋
+    upper = "春风"
+    before = {c.text: c for c in plain.generate(upper, options).candidates}
+    after = paired.generate(upper, replace(options, pairing_weight=0.05)).candidates
+    common = [c for c in after if c.text in before]
+    assert len(common) >= 10
+    for c in common:
+        bonus = 0.05 * table.line_score(upper, c.text)
+        assert bonus > 0
+        assert c.rank == pytest.approx(before[c.text].rank + bonus, abs=1e-3)
+        assert c.score == pytest.approx(before[c.text].score, abs=1e-4)
+    assert paired.generate(upper, replace(options, pairing_weight=0.0)).candidates == list(before.values())
+    heavy = paired.generate(upper, replace(options, pairing_weight=50.0, locks=None)).candidates[0]
+    assert heavy.text == "秋雨"

@@ -4,10 +4,11 @@ import numpy as np
 import pytest
 import torch
 
+from data.pairing import PairingTable
 from data.vocab import Vocab
 from model.net.checkpoint import load_checkpoint, load_model, save
 from model.net.transformer import CoupletTransformer, ModelConfig
-from model.release.bundle import KNOWN_FILE, export_bundle, load_bundle
+from model.release.bundle import KNOWN_FILE, PAIRING_FILE, export_bundle, load_bundle
 from model.release.fingerprint import FingerprintIndex, KnownLowers, fingerprint
 
 
@@ -93,6 +94,21 @@ def test_bundle_carries_the_known_lower_lines(tmp_path, vocab: Vocab, pairs) -> 
         load_bundle(out)
     (out / KNOWN_FILE).write_bytes(KnownLowers.encode(FingerprintIndex.from_lines(["x"]), []))
     with pytest.raises(ValueError, match="1 records for 2 fingerprints"):
+        load_bundle(out)
+
+
+def test_bundle_carries_the_pairing_table_of_its_training_pairs(tmp_path, vocab: Vocab, pairs) -> None:
+    model = make_model(vocab)
+    out = export_bundle(tmp_path / "bundle", model, vocab, train_pairs=pairs)
+    b = load_bundle(out)
+    assert b.pairing is not None and len(b.pairing) > 0
+    counted = PairingTable.count(pairs)
+    for name in ("upper", "indptr", "lower", "score"):
+        assert np.array_equal(getattr(b.pairing, name), getattr(counted, name))
+    plain = export_bundle(tmp_path / "plain", model, vocab, train_uppers=[pairs[0][0]])
+    assert load_bundle(plain).pairing is None and not (plain / PAIRING_FILE).exists()
+    (out / PAIRING_FILE).write_bytes(b"not a table")
+    with pytest.raises(ValueError, match="not a pairing table"):
         load_bundle(out)
 
 
