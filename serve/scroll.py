@@ -27,7 +27,8 @@ MARGIN_MM = 60.0  # empty red above the first and below the last character of a 
 MAX_CHAR_MM = 170.0  # the largest character, for short lines
 MIN_STRIP_MM = 100.0  # the narrowest strip, for long lines
 PAD_MM = 20.0  # around the whole picture
-PRINT_DPI = 300  # what the page's PNG is rendered at
+MAX_WIDTH_MM = 900.0  # the widest banner: keeps a 300 dpi PNG under a browser canvas's 268 M pixels
+PRINT_DPI = 300  # the page renders its PNG at this resolution (the SVG's data-print-dpi)
 
 RED = "#c0161e"
 GOLD = "#d9a52b"
@@ -87,6 +88,8 @@ def layout(upper: str, lower: str, banner: str = "", order: BannerOrder = "rtl")
     size = min(0.8 * pitch, MAX_CHAR_MM)
     strip_w = max(1.4 * size, MIN_STRIP_MM)
     banner_size = min(size, 0.72 * strip_w)
+    if top:  # a long banner takes smaller characters rather than a wider picture
+        banner_size = min(banner_size, (MAX_WIDTH_MM - 0.8 * strip_w) / (1.2 * len(top)))
     banner_pitch = 1.2 * banner_size
     banner_w = len(top) * banner_pitch + 0.8 * strip_w if top else 0.0
     inner_w = max(banner_w, 3.5 * strip_w)  # strips at the banner's ends, a door's width apart
@@ -155,7 +158,8 @@ def scroll_svg(upper: str, lower: str, banner: str = "", order: BannerOrder = "r
         f'<svg xmlns="http://www.w3.org/2000/svg" class="chunlian" role="img" '
         f'width="{_n(geo.width)}mm" height="{_n(geo.height)}mm" '
         f'viewBox="0 0 {_n(geo.width)} {_n(geo.height)}" '
-        f'data-width-mm="{_n(geo.width)}" data-height-mm="{_n(geo.height)}" data-strip-mm="{_n(STRIP_MM)}">',
+        f'data-width-mm="{_n(geo.width)}" data-height-mm="{_n(geo.height)}" data-strip-mm="{_n(STRIP_MM)}" '
+        f'data-print-dpi="{PRINT_DPI}">',
         f"<title>{escape(title)}</title>",
         f'<g font-family={quoteattr(FONT_FAMILY)} fill="{INK}" text-anchor="middle" '
         f'dominant-baseline="central">',
