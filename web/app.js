@@ -177,6 +177,28 @@ async function vote(item, candidate, value) {
   }
 }
 
+// The 横批 the server ranked for this couplet, each with its tone marks; one click draws the
+// 春联 with it.
+function bannersView(candidate) {
+  const box = el("div", "banners");
+  box.append(el("span", "banners-label", "横批"));
+  for (const banner of candidate.banners) {
+    const button = el("button", "banner");
+    button.type = "button";
+    button.title = `以「${banner.text}」为横批画春联（契合度 ${banner.score.toFixed(2)}）`;
+    button.setAttribute("aria-label", `横批「${banner.text}」，画成春联`);
+    const line = lineView(banner.text, banner.tones);
+    line.className = "banner-line"; // not a candidate's .line: its characters are no lower line
+    button.append(line);
+    button.addEventListener("click", () => {
+      $("banner").value = banner.text;
+      showScroll(candidate.text);
+    });
+    box.append(button);
+  }
+  return box;
+}
+
 function candidateView(candidate) {
   const item = el("li", "candidate");
   item.append(lineView(candidate.text, candidate.tones, lockAt));
@@ -196,9 +218,14 @@ function candidateView(candidate) {
   const toScroll = el("button", "to-scroll", "春联");
   toScroll.type = "button";
   toScroll.title = "画成春联，可下载打印";
-  toScroll.addEventListener("click", () => showScroll(candidate.text));
+  toScroll.addEventListener("click", () => {
+    const best = candidate.banners && candidate.banners[0];
+    if (best && !$("banner").value.trim()) $("banner").value = best.text;
+    showScroll(candidate.text);
+  });
   votes.append(up, down, toScroll, status);
   item.append(votes);
+  if (candidate.banners && candidate.banners.length) item.append(bannersView(candidate));
   return item;
 }
 

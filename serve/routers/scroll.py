@@ -9,7 +9,7 @@ from fastapi import APIRouter, Query, Response
 from data.text import is_han
 from serve.deps import RateLimited, SettingsDep
 from serve.scroll import BannerOrder, scroll_svg
-from serve.validation import clean_line, refuse
+from serve.validation import clean_couplet, clean_line, refuse
 
 router = APIRouter(tags=["couplets"], dependencies=[RateLimited])
 
@@ -21,7 +21,6 @@ SVG_HEADERS = {
     "X-Content-Type-Options": "nosniff",
     "Cache-Control": "public, max-age=86400",
 }
-LOWER = ("下联", "The lower line")
 
 
 def clean_banner(raw: str | None) -> str:
@@ -61,12 +60,6 @@ async def scroll(
     ] = "rtl",
 ) -> Response:
     """The couplet as a 春联: two red strips and the 横批 across the top, as SVG (every text escaped)."""
-    up = clean_line(upper, settings.max_chars)
-    low = clean_line(lower, settings.max_chars, LOWER)
-    if len(up) != len(low):
-        raise refuse(
-            f"上联和下联要一样长（上联 {len(up)} 个字，下联 {len(low)} 个字）",
-            f"The upper and lower lines must be the same length ({len(up)} and {len(low)}).",
-        )
+    up, low = clean_couplet(upper, lower, settings.max_chars)
     svg = scroll_svg(up, low, clean_banner(banner), order)
     return Response(svg, media_type=SVG_MEDIA_TYPE, headers=SVG_HEADERS)

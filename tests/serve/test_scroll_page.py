@@ -8,14 +8,21 @@ import struct
 import time
 import xml.etree.ElementTree as ET
 import zlib
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
+from data.banners import BANNERS_FILE, build_banners
 from data.paths import work_dir
+from data.sensitive import SensitiveFilter
+from serve.main import create_app
 from serve.scroll import STRIP_MM
-from tests.serve.conftest import LiveServer
+from serve.settings import Settings
+from tests.data.test_banners import FIXTURE_PAIRS, SMALL
+from tests.serve.conftest import LiveServer, wait_known
 from tests.serve.test_page import ARGS, CHROMIUM
 
 pytestmark = [
@@ -161,10 +168,67 @@ def test_scroll_drawn_checked_and_downloaded(live: LiveServer, tmp_path: Path) -
     cx, cy, size_px = (float(ch.attrib[k]) * scale for k in ("x", "y", "font-size"))
     with Image.open(png_path) as image:
         assert image.size == (width, height)
-        assert image.getpixel((int(sx + 0.02 * sw), int(sy + sh / 2))) == (0xC0, 0x16, 0x1E, 255)
-        assert image.getpixel((int(width / 2), int(sy + sh / 2)))[3] == 0  # between the strips
-        glyph = image.crop(
-            (int(cx - size_px / 2), int(cy - size_px / 2), int(cx + size_px / 2), int(cy + size_px / 2))
-        )
-        dark = sum(1 for r, g, b, a in glyph.convert("RGBA").getdata() if a > 0 and r + g + b < 200)
+
+        def pixels(left: float, top: float, right: float, bottom: float) -> np.ndarray:
+            return np.asarray(image.crop((int(left), int(top), int(right), int(bottom))).convert("RGBA"))
+
+        paper = pixels(sx + 0.02 * sw, sy + sh / 2, sx + 0.02 * sw + 1, sy + sh / 2 + 1)
+        assert paper[0, 0].tolist() == [0xC0, 0x16, 0x1E, 255]
+        assert pixels(width / 2, sy + sh / 2, width / 2 + 1, sy + sh / 2 + 1)[0, 0, 3] == 0  # between
+        glyph = pixels(cx - size_px / 2, cy - size_px / 2, cx + size_px / 2, cy + size_px / 2)
+        dark = int(((glyph[..., 3] > 0) & (glyph[..., :3].astype(int).sum(axis=2) < 200)).sum())
         assert dark > 0.02 * size_px * size_px  # the character was drawn, in ink
+
+
+@pytest.fixture
+def live_with_banners(settings: Settings, tmp_path: Path) -> Iterator[LiveServer]:
+    table = build_banners(FIXTURE_PAIRS, SensitiveFilter(["坏蛋"]), SMALL).save(tmp_path / BANNERS_FILE)
+    with LiveServer(create_app(settings.model_copy(update={"banners": table}))) as server:
+        wait_known(server.app)
+        yield server
+
+
+def test_banners_under_each_candidate_draw_the_scroll(live_with_banners: LiveServer) -> None:
+    from playwright.sync_api import expect, sync_playwright
+
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 900, "height": 1200})
+            page.goto(live_with_banners.url + "/")
+            page.fill("#upper", "春风得意")
+            page.click("#go")
+            candidates = page.locator("#candidates > li")
+            expect(candidates.first).to_be_visible()
+            for i in range(candidates.count()):
+                buttons = candidates.nth(i).locator(".banners button.banner")
+                assert 1 <= buttons.count() <= 5
+                for j in range(buttons.count()):
+                    chars = buttons.nth(j).locator(".char").all_text_contents()
+                    marks = [m.strip() for m in buttons.nth(j).locator(".mark").all_text_contents()]
+                    assert len(chars) == 4 and len(marks) == 4
+                    assert set(marks) <= {"平", "仄", "中", ""}
+
+            # the 春联 button with an empty banner box takes the candidate's best 横批
+            second = candidates.nth(min(1, candidates.count() - 1))
+            best = "".join(
+                second.locator(".banners button.banner").first.locator(".char").all_text_contents()
+            )
+            second.locator("button.to-scroll").click()
+            expect(page.locator("#banner")).to_have_value(best)
+            expect(page.locator("#scroll svg g.banner")).to_have_attribute("data-text", best)
+
+            # a click on another 横批 draws the scroll with it, for that candidate
+            first = candidates.first
+            lower = "".join(first.locator(".line .char").all_text_contents())
+            last = first.locator(".banners button.banner").last
+            text = "".join(last.locator(".char").all_text_contents())
+            last.click()
+            expect(page.locator("#banner")).to_have_value(text)
+            expect(page.locator("#scroll svg g.strip.lower")).to_have_attribute("data-text", lower)
+            expect(page.locator("#scroll svg g.banner")).to_have_attribute("data-text", text)
+            check_scroll(page.evaluate(GEOMETRY), "春风得意", lower, text, "rtl")
+            shot = work_dir() / "screenshots" / "banners.png"
+            page.screenshot(path=str(shot), full_page=True)
+        finally:
+            browser.close()
