@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import itertools
 import xml.etree.ElementTree as ET
 
 import pytest
 from fastapi.testclient import TestClient
 
-from serve.scroll import MARGIN_MM, STRIP_MM, layout, scroll_svg
+from serve.scroll import MARGIN_MM, MAX_WIDTH_MM, PAD_MM, PRINT_DPI, STRIP_MM, layout, scroll_svg
 
 NS = {"s": "http://www.w3.org/2000/svg"}
 
@@ -144,3 +145,15 @@ def test_endpoint_is_in_openapi(client: TestClient) -> None:
     op = spec["paths"]["/api/v1/scroll.svg"]["get"]
     assert "image/svg+xml" in op["responses"]["200"]["content"]
     assert {p["name"] for p in op["parameters"]} == {"upper", "lower", "banner", "order"}
+
+
+def test_a_long_banner_keeps_the_picture_printable() -> None:
+    """Eight banner characters take smaller characters, not a wider picture: the 300 dpi PNG
+    stays under a browser canvas's 268 million pixels."""
+    geo = layout("一帆风顺年年好", "万事如意步步高", "一二三四五六七八")
+    assert geo.width <= MAX_WIDTH_MM + 2 * PAD_MM + 0.01
+    assert geo.banner_box is not None and geo.banner_box.x >= PAD_MM - 0.01
+    gaps = [a.x - b.x for a, b in itertools.pairwise(geo.banner)]
+    assert all(gap > geo.banner_size for gap in gaps)  # rtl: each next one further left, no overlap
+    pixels = (geo.width / 25.4 * PRINT_DPI) * (geo.height / 25.4 * PRINT_DPI)
+    assert pixels < 268_435_456
