@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import APIRouter, HTTPException, Query, status
+from starlette.concurrency import run_in_threadpool
 
 from serve.banners import BANNERS_SHOWN, banner_table, banners_for
 from serve.deps import RateLimited, ServiceDep, SettingsDep
@@ -32,7 +33,7 @@ async def banners(
 ) -> BannersResponse:
     """Up to five four-character 横批 for the couplet, best fit to its theme first, with tone marks."""
     up, low = clean_couplet(upper, lower, settings.max_chars)
-    table = banner_table(settings, service.model)
+    table = await run_in_threadpool(banner_table, settings, service.model)  # loaded on first use
     if table is None:
         raise HTTPException(
             status.HTTP_503_SERVICE_UNAVAILABLE,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from fastapi import APIRouter, HTTPException, status
+from starlette.concurrency import run_in_threadpool
 
 from model.decode import ConstraintError
 from serve.banners import banner_table, with_banners
@@ -48,8 +49,11 @@ async def generate(body: GenerateRequest, settings: SettingsDep, service: Servic
         raise HTTPException(
             status.HTTP_422_UNPROCESSABLE_CONTENT, detail=f"请求无法处理 / Cannot do this request: {exc}"
         ) from exc
-    table = banner_table(settings, service.model)
+    table = await run_in_threadpool(banner_table, settings, service.model)  # loaded on first use
     if table is None:
         return answer
-    candidates = with_banners(answer.candidates, table, answer.upper, query.tone_mode)
+    # about 2 ms a candidate: off the event loop
+    candidates = await run_in_threadpool(
+        with_banners, answer.candidates, table, answer.upper, query.tone_mode
+    )
     return answer.model_copy(update={"candidates": candidates})
