@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 PRESET ?= cpu
 export PYTHONPATH := $(CURDIR)
 
-.PHONY: help setup sysdeps serve crawl data train eval bench test lint
+.PHONY: help setup sysdeps serve crawl corpora data train eval bench test lint
 
 help: ## list the verbs
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  make %-8s %s\n", $$1, $$2}'
@@ -16,7 +16,7 @@ $(PY): pyproject.toml
 	python3 -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet torch==2.13.0
-	$(PY) -m pip install --quiet -e '.[dev]'
+	$(PY) -m pip install --quiet -e '.[all,dev]'
 	touch $(PY)
 
 setup: $(PY) ## make the virtual environment and install everything
@@ -26,6 +26,9 @@ serve: $(PY) ## serve the couplet site on http://127.0.0.1:8000 with the shipped
 
 crawl: $(PY) ## crawl couplet pairs into work/crawl/*.jsonl (CRAWL_ARGS to choose spiders)
 	$(PY) -m crawler $(CRAWL_ARGS)
+
+corpora: $(PY) ## download the public corpora (wb14123, chinese-poetry) into DUILIAN_CORPUS_DIR, sha256-checked
+	$(PY) -m data.corpora $(CORPORA_ARGS)
 
 data: $(PY) ## normalise, filter, dedup, split, and build the vocabulary into work/data
 	$(PY) -m data $(DATA_ARGS)

@@ -6,6 +6,8 @@ Examples::
     python -m crawler --mirror              # offline demo: serve the local mirror, crawl it, check
     python -m crawler sina --resume         # continue a crawl that was stopped or killed
     python -m crawler sina --redis-url redis://127.0.0.1:6379/0   # one of several processes
+    python -m crawler site -a urls=https://example.org/lian/ -a allow=/lian/ -a depth=2
+    python -m crawler site -a sitemap=https://example.org/robots.txt -a allow=/lian/
 """
 
 from __future__ import annotations
@@ -21,12 +23,18 @@ from urllib.parse import urlparse
 
 from data.paths import work_dir
 
-SPIDERS = ("sina", "prose")
+SPIDERS = ("sina", "prose", "site")
+DEFAULT_SPIDERS = ("sina", "prose")  # the site spider runs when named, on the URLs it is given
+SITE_SOURCES = ("urls", "urls_file", "sitemap", "start_urls")
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m crawler", description=__doc__.split("\n")[0])
-    p.add_argument("spiders", nargs="*", help=f"spiders to run: {', '.join(SPIDERS)} (default: all)")
+    p.add_argument(
+        "spiders",
+        nargs="*",
+        help=f"spiders to run: {', '.join(SPIDERS)} (default: {', '.join(DEFAULT_SPIDERS)})",
+    )
     p.add_argument(
         "--out", type=Path, default=work_dir() / "crawl", help="output folder (default %(default)s)"
     )
@@ -159,7 +167,7 @@ def report(out: Path, name: str) -> bool:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
-    names = list(args.spiders) or list(SPIDERS)
+    names = list(args.spiders) or list(DEFAULT_SPIDERS)
     if set(names) - set(SPIDERS):
         sys.exit(f"unknown spider(s): {', '.join(sorted(set(names) - set(SPIDERS)))}")
     spider_args: dict[str, dict[str, Any]] = {name: {} for name in names}
@@ -176,6 +184,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             sys.exit(f"--start-url takes http(s) URLs, not {', '.join(map(repr, bad))}")
         for name in names:
             spider_args[name]["start_urls"] = args.start_url
+    if "site" in names and not args.mirror and not set(SITE_SOURCES) & set(spider_args["site"]):
+        sys.exit("the site spider needs -a urls=URL,..., -a urls_file=FILE, -a sitemap=URL or --start-url")
     if args.out.exists() and not args.out.is_dir():
         sys.exit(f"--out {args.out} is a file; name a folder for the crawl's outputs")
     if args.redis_url and urlparse(args.redis_url).scheme not in ("redis", "rediss", "unix"):
@@ -188,9 +198,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     pairs = corpus_pairs(args.mirror_pairs) or HAND_PAIRS
     site = build_site(pairs)
     with MirrorServer(site) as mirror:
+        site.start["site"], site.expected["site"] = site.start["prose"], site.expected["prose"]
         for name in names:
             spider_args[name].setdefault("start_urls", mirror.url(site.start[name]))
         spider_args.get("prose", {}).update(follow="/wenzhang/", depth=5)
+        spider_args.get("site", {}).update(allow="/wenzhang/", depth=5)
         print(f"mirror on {mirror.url()}: {site.summary()}", flush=True)
         ok = crawl(args, names, spider_args) == 0
     for name in names:

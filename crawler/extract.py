@@ -13,6 +13,7 @@ Two kinds of source:
 from __future__ import annotations
 
 import re
+from bisect import bisect_right
 from collections.abc import Iterable, Iterator
 from copy import deepcopy
 from dataclasses import dataclass
@@ -21,6 +22,7 @@ from urllib.parse import urljoin
 from lxml import etree
 from parsel import Selector, SelectorList
 
+from crawler.guards import is_chrome, is_poem_head, menu_rows, page_topic
 from data.normalize import Normalizer
 from data.rules import no_reuse, punctuation_mirrored, repeats_mirrored
 from data.text import is_han, is_punct
@@ -35,36 +37,54 @@ _EDGE = "，,。.；;：:！!？?、 \u3000"
 _QUOTES = "“”\"「」『』‘’'"
 _LIANYUE = re.compile(r"(?:联语|联|对)[曰云]\s*[：:]?\s*([^。！？!?\n]+)")  # 联曰 对曰 楹联云 联语曰
 _SHANGXIA = re.compile(
-    r"(?:上联|出句)\s*(?:[是为曰云]\s*[：:]?|[：:])\s*(?P<up>[^\n]+?)\s*[，,；;。]?\s*"
+    r"(?:上联|出句)\s*(?:[是为曰云]\s*[：:]?|[：:])\s*(?P<up>[^\n。！？!?]+?)\s*[，,；;。]?\s*"
     r"(?:下联|对句)\s*(?:[是为曰云]\s*[：:]?|[：:])\s*(?P<low>[^\n]+?)\s*(?=[。！？!?]|\n|$)",
     re.S,
 )
 # A quoted pair (“A，B” or “A；B”) on a line that names a couplet (对联, 春联, 楹联, 一联 ...).
 _QUOTED = re.compile(r"[“\"「『]([^“”\"「」『』\n]{5,81})[”\"」』]")
 _CUE = re.compile(r"联|对")
+_POEM_QUOTE = re.compile(r"诗[云曰中句]|有诗|词[云曰中]|吟道|咏道")  # just before a quote: a poem
 _PARTICLES = set("的了吗呢吧啊么哦呀嘛")
 # Words of everyday prose that couplets almost never use (about 1 test pair in 200 has one).
 _PROSE_WORDS = re.compile(
     "我们|你们|他们|她们|这个|那个|什么|没有|因为|所以|但是|可以|已经|非常|觉得|知道|然后|时候|大家|今天|一个"
 )
 _NUMERALS = set("〇零一二三四五六七八九十百千0123456789")
-_DATE = re.compile(r"[〇零一二三四五六七八九十\d]{1,4}\s*[年月日号]")
-_LIST_ITEM = re.compile(r"^\s*(?:[（(]?[一二三四五六七八九十\d]+[）)、.．]|第[一二三四五六七八九十\d]+)")
+# A date: a year written digit by digit (1760年, 二〇一八年), a month with its day (十月三日), or
+# digits before 月/日/号; a duration such as 十五年 or 五十年 is not one.
+_DATE = re.compile(
+    r"[〇零一二三四五六七八九\d]{2,4}\s*年|\d{1,2}\s*[月日号]|[一二三四五六七八九十]{1,2}\s*月\s*[一二三四五六七八九十]{1,3}\s*[日号]"
+)
+_LIST_ITEM = re.compile(r"^\s*(?:[（(]?[一二三四五六七八九十\d]+[）)、.．。]|第[一二三四五六七八九十\d]+)")
 
 
 # Pinyin that a page inserts after a character: 聯(lián), 時(shí); the page's text without it.
 _PINYIN = re.compile(r"[(（][a-zA-Zāáǎàēéěèīíǐìōóǒòūúǔùǖǘǚǜüńňǹḿ]{1,7}[)）]")
 _normalizer: Normalizer | None = None
+# Spaces between two pieces of Chinese text (after a character or a sentence end, before a
+# character or an opening quote) separate paragraphs or halves; Chinese prose has no spaces
+# inside a sentence, so such a gap is read as a line break (normalisation would drop it).
+_GAP = re.compile(r"(?<=[\u3400-\u9fff。！？!?”」』])[ \t\u00a0\u3000]+(?=[\u3400-\u9fff“「『])")
+
+
+# Words that only a converter writing 壹 for 一 produces (壹個, 壹種, 統壹, a list number 壹、):
+# on such a page every 壹 is a 一 (壹年四季 is 一年四季).
+_YI_AS_YI = re.compile(r"^壹、|十壹、|壹[個个種种樣样些起定直般切]|[統统][壹]", re.M)
 
 
 def normalise_text(text: str) -> str:
-    """The page's text as extraction reads it: inserted pinyin removed, then each line
-    through the data stage's normalisation (full-width punctuation, traditional to
-    simplified, variants), so 上聯:A,B reads as 上联：A，B."""
+    """The page's text as extraction reads it: inserted pinyin removed, 壹 read as 一 on a
+    page whose converter writes 壹 for 一, then each line through the data stage's
+    normalisation (full-width punctuation, traditional to simplified, variants), so
+    上聯:A,B reads as 上联：A，B."""
     global _normalizer
     if _normalizer is None:
         _normalizer = Normalizer()
-    lines = (_normalizer(line) for line in _PINYIN.sub("", text.translate(ZERO_WIDTH)).split("\n"))
+    if _YI_AS_YI.search(text):
+        text = text.replace("壹", "一")
+    text = _GAP.sub("\n", _PINYIN.sub("", text.translate(ZERO_WIDTH)))
+    lines = (_normalizer(line) for line in text.split("\n"))
     return "\n".join(line for line in lines if line)
 
 
@@ -73,7 +93,7 @@ class Pair:
     upper: str
     lower: str
     snippet: str  # the raw text the pair was read from
-    form: str  # sina | lianyue | shangxia | adjacent
+    form: str  # sina | lianyue | shangxia | story | example | quoted | cued | one_line | adjacent
 
 
 @dataclass(frozen=True)
@@ -168,8 +188,12 @@ def sina_pairs(text: str) -> list[Pair]:
 
 
 def prose_pairs(text: str) -> list[Pair]:
-    """Pairs quoted in prose (上联/下联 first, then 联曰, then bare lines); a piece of text
-    belongs to one pair at most. The text is normalised first (``normalise_text``)."""
+    """Pairs quoted in prose, strongest evidence first: 上联/下联 labels, 联曰, stories
+    (a cued upper and lower line with narration between), quoted pairs, one-line pairs
+    after a cue word, one-line pairs on a page about couplets (numbered, 横批, A；B), then
+    bare lines. A piece of text belongs to one pair at most; a page about proverbs or
+    poems gets no pair from the weak rules, and page chrome is never paired (see
+    ``crawler.guards``). The text is normalised first (``normalise_text``)."""
     text = normalise_text(text)
     found: list[Pair] = []
     used: list[tuple[int, int]] = []
@@ -185,13 +209,25 @@ def prose_pairs(text: str) -> list[Pair]:
         if pair:
             found.append(pair)
             used.append(m.span())
+    topic = page_topic(text)
+    found.extend(story_pairs(text, used, topic))
+    found.extend(example_pairs(text, used))
     found.extend(_quoted_pairs(text, used))
-    found.extend(_adjacent_pairs(text, used))
-    return found
+    found.extend(cued_line_pairs(text, used))
+    if topic == "couplet":
+        found.extend(one_line_pairs(text, used))
+    if topic != "other":
+        found.extend(_adjacent_pairs(text, used))
+    return [p for p in found if not (is_chrome(p.upper) or is_chrome(p.lower))]
+
+
+# A note in brackets before or after a pair: （正对）, (喜联), （常用无情对）; never part of a line.
+_NOTE = re.compile(r"^[（(][^（）()\n]{1,12}[）)]|[（(][^（）()\n]{1,12}[）)]$")
 
 
 def _clean_line(line: str) -> str:
-    return line.strip().strip(_QUOTES).strip(_EDGE).strip(_QUOTES).strip()
+    line = _NOTE.sub("", line.strip()).strip()
+    return line.strip(_QUOTES).strip(_EDGE).strip(_QUOTES).strip()
 
 
 def is_couplet_line(line: str) -> bool:
@@ -222,21 +258,71 @@ def _split_lianyue(body: str, snippet: str) -> Pair | None:
     return None
 
 
+# Words that introduce an example: 如“A，B”, 例如：A；B。
+_EXAMPLE = re.compile(r"(?:如|例如|比如|譬如|像)$")
+_BETWEEN_EXAMPLES = re.compile(r"\s*(?:[；，、]|以及|和|与|及)\s*")
+
+
 def _quoted_pairs(text: str, used: list[tuple[int, int]]) -> Iterator[Pair]:
-    """Quoted pairs (“A，B”) on a line that cues a couplet; each quote one pair at most."""
+    """Quoted pairs (“A，B”) in a sentence that names a couplet (联, 对) outside the quote,
+    or introduced as an example (如“A，B”) in a paragraph whose earlier text, or the line
+    before, names one (then neither half may read as prose); each quote one pair at most."""
     pos = 0
+    previous = ""
     for line in text.split("\n"):
         start, pos = pos, pos + len(line) + 1
-        if not _CUE.search(line):
+        before_line, previous = previous, line
+        if not (_CUE.search(line) or _CUE.search(before_line)):
             continue
+        last_example = -1  # where the last quoted example ended: 如“A，B”；“C，D” are two examples
         for m in _QUOTED.finditer(line):
+            around = _sentence_around(line, m.start(), m.end())
+            follows = last_example >= 0 and bool(_BETWEEN_EXAMPLES.fullmatch(line[last_example : m.start()]))
+            example = bool(_EXAMPLE.search(line[: m.start()]) or follows) and bool(
+                _CUE.search(line[: m.start()]) or _CUE.search(before_line)
+            )
+            if not (_CUE.search(around) or example):
+                continue  # 真是“运用之妙，存乎一心”: a cue in another sentence is not this quote's
+            if _POEM_QUOTE.search(around.split(" ")[0][-8:]):
+                continue  # 王安石有诗云：“…，…”: lines of a poem
             span = (start + m.start(), start + m.end())
             if any(a < span[1] and span[0] < b for a, b in used):
                 continue
             pair = _split_lianyue(m[1], m[0])
+            if pair and not _CUE.search(around) and (_prose_like(pair.upper) or _prose_like(pair.lower)):
+                continue
             if pair:
                 used.append(span)
+                last_example = m.end() if example else -1
                 yield Pair(pair.upper, pair.lower, pair.snippet, "quoted")
+
+
+# 如：, 例如：, 比如： after a word naming a couplet on the same line (春联：新年专用之对联。如：A；B。)
+_EXAMPLE_CUE = re.compile(r"(?:例如|比如|譬如|如)[：:]")
+
+
+def example_pairs(text: str, used: list[tuple[int, int]]) -> Iterator[Pair]:
+    """Pairs given as examples after 如： on a line that names a couplet before it, one per
+    sentence, several to a line, each maybe with a note in brackets before or after it:
+    ``贺联：…用。如：A；B。（喜联）C；D。（寿联）``. The halves mirror each other (split at
+    the one ；, or at a comma exactly in the middle) and neither reads as prose."""
+    pos = 0
+    for line in text.split("\n"):
+        start, pos = pos, pos + len(line) + 1
+        cue = _EXAMPLE_CUE.search(line)
+        if not cue or "联" not in line[: cue.start()]:
+            continue
+        at = cue.end()
+        for sentence in re.split(r"(?<=[。！？])", line[at:]):
+            span = (start + at, start + at + len(sentence))
+            at += len(sentence)
+            body = _clean_line(_NOTE.sub("", sentence.strip()))
+            if not body or any(a < span[1] and span[0] < b for a, b in used):
+                continue
+            pair = _split_lianyue(body, sentence)
+            if pair and not (_prose_like(pair.upper) or _prose_like(pair.lower)):
+                used.append(span)
+                yield Pair(pair.upper, pair.lower, sentence.strip(), "example")
 
 
 def _standalone_lines(text: str, used: list[tuple[int, int]]) -> Iterator[tuple[str, str] | None]:
@@ -263,17 +349,32 @@ def verse_rows(lines: list[tuple[str, str] | None], run: int = 4) -> set[int]:
             and len(lines[i][0]) == len(lines[i - 1][0])  # type: ignore[index]
         )
         if not same:
-            if i - start >= run:
+            if i - start >= run and not _couplet_list(lines[start:i]):
                 rows.update(range(start, i))
             start = i
     return rows
+
+
+def _couplet_list(lines: list[tuple[str, str] | None]) -> bool:
+    """Rows that end in ； and 。 by turns (A；/B。/C；/D。), or in nothing and 。 by turns
+    (A/B。/C/D。): a list of couplets as books and sites print them, not a poem (whose rows
+    end in ，/。 or all in 。)."""
+    ends = [_end_mark(line[1]) if line else "?" for line in lines]
+    uppers, lowers = set(ends[::2]), set(ends[1::2])
+    return len(ends) % 2 == 0 and lowers == {"。"} and uppers in ({"；"}, {""})
+
+
+def _end_mark(raw: str) -> str:
+    """The punctuation that ends a raw line, "" for none."""
+    last = raw.rstrip()[-1:]
+    return last if last and is_punct(last) else ""
 
 
 def _adjacent_pairs(text: str, used: list[tuple[int, int]]) -> Iterator[Pair]:
     """Two lines one after the other that read as a couplet and nothing else (not rows of
     a poem)."""
     lines = list(_standalone_lines(text, used))
-    rows = verse_rows(lines)
+    rows = verse_rows(lines) | menu_rows([line and line[0] for line in lines]) | _poem_rows(lines)
     prev: tuple[str, str] | None = None
     for i, line in enumerate(lines):
         cur = None if i in rows else line
@@ -282,6 +383,247 @@ def _adjacent_pairs(text: str, used: list[tuple[int, int]]) -> Iterator[Pair]:
             prev = None  # a line belongs to one pair at most
             continue
         prev = cur
+
+
+def _poem_rows(lines: list[tuple[str, str] | None]) -> set[int]:
+    """Indexes of the rows after a poem's author line (【唐】杜甫), up to the first line that
+    is not a row of verse."""
+    rows: set[int] = set()
+    in_poem = False
+    for i, line in enumerate(lines):
+        if line is not None and is_poem_head(line[0]):
+            in_poem = True
+        elif in_poem and line is not None and is_couplet_line(line[0]) and len(line[0]) <= 40:
+            rows.add(i)
+        else:
+            in_poem = False
+    return rows
+
+
+def _sentence_around(line: str, start: int, end: int) -> str:
+    """The text of ``line`` around ``line[start:end]`` (a quote), back to the previous
+    sentence end and on to the next one, the quote itself left out."""
+    left = re.split(r"[。！？]", line[:start])[-1]
+    right = re.split(r"[。！？]", line[end:])[0]
+    return f"{left} {right}"
+
+
+def _line_starts(text: str) -> list[int]:
+    starts, pos = [], 0
+    for line in text.split("\n"):
+        starts.append(pos)
+        pos += len(line) + 1
+    return starts
+
+
+# --- stories: a cued upper line, narration, a cued lower line ---------------------------
+
+# 上联：, 上联是：, 出句：, 出了个上联：, 出了这么一个上联：, 曾出一联：
+# (not 对出了下联, 说出了下联: answers)
+# 上联是“A”, 出联：「A」; 出「A」征求下联 (the quote right after 出, a call for a lower line after it)
+_MODAL = r"(?:可能|可以|应该|应|则|就|便)?"
+_UPPER_CUE = re.compile(
+    rf"(?:(?:上联|出句|上句|(?<!对)出[^，。：；！？“”下\n]{{0,6}}?联){_MODAL}[是为曰云道]?\s*(?:：|(?=[“「『])))"
+    r"|出(?=[“「『][^”」』\n]{2,30}[”」』][^。！？\n]{0,8}?(?:下联|对句|应对|求对|征对))"
+)
+# 下联：, 对道：, 对曰：, 对上：, 对了个下句：, 此联可对：
+# 下联可能是“B”, 乃对下联「B」, 有人对：B (a bare 对 only before a colon: not 「五月」对「三星」)
+_LOWER_CUE = re.compile(
+    r"(?:下联|对句|下句|对[道曰云上出]|对了?[个一]?[^，。：；！？“”\n]{0,4}?(?:下联|下句)|可对)"
+    rf"{_MODAL}[是为曰云道]?\s*(?:：|(?=[“「『]))"
+    r"|(?<![不答相反正绝针核应])对\s*："
+)
+_HALF_END = re.compile(r"[。！？；\n”’」』]")
+STORY_LINES = 8  # an upper line and its lower line at most this many lines apart
+
+
+@dataclass(frozen=True)
+class _Half:
+    start: int
+    end: int
+    text: str
+    line: int
+    cued: bool  # after a cue word (上联：, 对道：), not only after a line that ends in ：
+
+
+def story_halves(text: str) -> tuple[list[_Half], list[_Half]]:
+    """(uppers, lowers) of a story, in text order. A cued half is the clause after 上联：
+    or 对道： (on the cue's line or, when the cue ends its line, on the next), up to the end
+    of the sentence, a semicolon or a closing quote, so a label never runs on into the
+    narration. An uncued upper is a whole line of couplet text ending in ； after a line
+    ending in ：, an uncued lower a whole such line ending otherwise."""
+    starts = _line_starts(text)
+    lines = text.split("\n")
+
+    def line_of(pos: int) -> int:
+        return max(0, bisect_right(starts, pos) - 1)
+
+    def cued(cue: re.Pattern[str]) -> dict[int, _Half]:
+        halves: dict[int, _Half] = {}
+        for m in cue.finditer(text):
+            begin = m.end() + (m.end() < len(text) and text[m.end()] == "\n")
+            while begin < len(text) and text[begin] in _QUOTES:
+                begin += 1
+            stop = _HALF_END.search(text, begin)
+            end = stop.start() if stop else len(text)
+            if end > begin:
+                halves[begin] = _Half(m.start(), end, text[begin:end], line_of(begin), True)
+        return halves
+
+    uppers, lowers = cued(_UPPER_CUE), cued(_LOWER_CUE)
+    for i in range(1, len(lines)):
+        line = lines[i]
+        if not lines[i - 1].endswith("：") or not is_couplet_line(_clean_line(line)):
+            continue
+        half = _Half(starts[i], starts[i] + len(line), line, i, False)
+        target = uppers if line.endswith("；") else lowers
+        target.setdefault(starts[i], half)
+    return sorted(uppers.values(), key=lambda h: h.start), sorted(lowers.values(), key=lambda h: h.start)
+
+
+def story_pairs(text: str, used: list[tuple[int, int]], topic: str = "unknown") -> Iterator[Pair]:
+    """An upper line and the first lower line after it (before the next upper line, at most
+    ``STORY_LINES`` lines on) that mirrors it: 出了个上联：A … narration … 对道：B.
+    Uncued halves on both sides need a page that is not about proverbs or poems and the
+    bare-line test (``looks_like_couplet``)."""
+    uppers, lowers = story_halves(text)
+    taken: set[int] = set()
+
+    def free(h: _Half) -> bool:
+        return not any(a < h.end and h.start < b for a, b in used)
+
+    for k, up in enumerate(uppers):
+        if not free(up):
+            continue
+        limit = uppers[k + 1].start if k + 1 < len(uppers) else len(text)
+        for low in lowers:
+            if low.start < up.end or low.start in taken or not free(low):
+                continue
+            if low.start >= limit or low.line - up.line > STORY_LINES:
+                break
+            if not (up.cued or low.cued) and topic == "other":
+                break
+            pair = _story_pair(up, low, text)
+            if pair:
+                taken.add(low.start)
+                used += [(up.start, up.end), (low.start, low.end)]
+                yield pair
+                break
+
+
+def _story_pair(up: _Half, low: _Half, text: str) -> Pair | None:
+    upper, lower = _clean_line(up.text), _clean_line(low.text)
+    if len(lower) > len(upper) and is_punct(lower[len(upper)]):
+        lower = lower[: len(upper)]  # 对道：B，众人称妙: the lower line ends where the upper's length does
+    snippet = f"{text[up.start : up.end]} … {text[low.start : low.end]}"
+    pair = _as_pair(upper, lower, snippet, "story")
+    if pair is None or sum(map(is_han, upper)) < 4:
+        return None
+    if not (up.cued or low.cued):
+        return pair if looks_like_couplet(upper, lower) else None
+    if not (up.cued and low.cued) and (_prose_like(upper) or _prose_like(lower)):
+        return None
+    return pair
+
+
+# --- one line: A，B after a cue word; numbered or 横批 lines on a page about couplets -----
+
+# Words that name a couplet just before it: 一副对联：A，B / 对联是叫A，B / 春联：A；B.
+_PAIR_CUE = re.compile("对联|春联|楹联|门联|寿联|挽联|喜联|婚联|联语|一联|此联")
+_FILLER = re.compile(r"[是为叫曰云作道]{0,2}：?[“「『‘]?")
+_COLON_REACH = 8  # a colon this many characters after the cue word at most (对联，上头写着：)
+_BODY_END = re.compile(r"[。！？”’」』\n]")
+# A list number (一、 1. （3） 第五副：), maybe with the pair's title or 横批 after it (1.五福临门：A，B).
+_NUMBER = re.compile(
+    r"^(?:[（(]?[一二三四五六七八九十百\d]{1,3}[）)、。．.]+|第[一二三四五六七八九十百\d]{1,3}[副联首条]?[：、，]?)"
+    r"(?:[\u3400-\u9fff]{2,6}：)?"
+)
+_HENGPI = re.compile(r"[，。；]?[（(]?(?:横批|横额|横联)[：:]?[“「]?[\u3400-\u9fff]{2,8}[”」]?[）)]?[。]?$")
+
+
+def cued_line_pairs(text: str, used: list[tuple[int, int]]) -> Iterator[Pair]:
+    """``A，B`` (halves split at the one ；, or at a comma exactly in the middle) right after a
+    word naming a couplet (对联是叫A，B), or after a colon shortly after it in the same
+    sentence (留下一副对联，上头写着：A，B。); both halves pass the bare-line test."""
+    for m in _PAIR_CUE.finditer(text):
+        end = _BODY_END.search(text, m.end())
+        sentence_end = end.start() if end else len(text)
+        filler = _FILLER.match(text, m.end())
+        # 对联是叫A，B / 春联：A；B; not 此联对仗工稳，… (commentary) or 贴春联；… (the cue ends a clause)
+        begins = [filler.end()] if filler and filler.end() > m.end() else []
+        colon = text.find("：", m.end(), min(sentence_end, m.end() + _COLON_REACH))
+        if colon >= 0:
+            begins.append(colon + 1)
+        for begin in begins:
+            while begin < len(text) and text[begin] in _QUOTES:
+                begin += 1
+            stop = _BODY_END.search(text, begin)
+            span = (begin, stop.start() if stop else len(text))
+            if span[1] <= span[0] or any(a < span[1] and span[0] < b for a, b in used):
+                continue
+            pair = _split_lianyue(text[span[0] : span[1]], text[m.start() : span[1]])
+            if pair and looks_like_couplet(pair.upper, pair.lower):
+                used.append(span)
+                yield Pair(pair.upper, pair.lower, pair.snippet, "cued")
+                break
+
+
+PLAIN_RUN = 3  # unnumbered A，B。 lines: this many in a row are a list of couplets, not a poem
+
+
+def one_line_pairs(text: str, used: list[tuple[int, int]]) -> Iterator[Pair]:
+    """A line holding one pair as lists of couplets print it: numbered (一、A，B。 1.A；B,
+    or 7、A。B。 with the halves split by a full stop), with a trailing 横批 (left out of the
+    pair), ``A；B``, or, in a run of ``PLAIN_RUN`` or more such lines that are not rows
+    after a poem's author line, unnumbered ``A，B。`` / ``A，B；``. A note in brackets after
+    the pair （正对） is left out. Only on a page about couplets (the caller checks
+    ``page_topic``), and both halves pass the bare-line test."""
+    lines = list(_standalone_lines(text, used))
+    starts, raws = _line_starts(text), text.split("\n")
+    poem = _poem_rows(lines)
+    found: list[tuple[Pair | None, bool]] = []  # (pair, plain) per line; plain pairs need a run
+    for i, line in enumerate(lines):
+        pair, plain = None, False
+        if line is not None and i not in poem:
+            pair, plain = _one_line(line[1].strip())
+        found.append((pair, plain) if pair else (None, False))
+    keep: list[int] = []
+    k = 0
+    while k < len(found):
+        if found[k][0] is None or not found[k][1]:
+            keep += [k] if found[k][0] is not None else []
+            k += 1
+            continue
+        end = k
+        while end < len(found) and found[end][0] is not None and found[end][1]:
+            end += 1
+        if end - k >= PLAIN_RUN and not _couplet_list(lines[k:end]):  # A，B；/C，D。: two-line pairs
+            keep += range(k, end)
+        k = end
+    for j in keep:  # a line belongs to one pair: the bare-line rule must not pair it again
+        used.append((starts[j], starts[j] + len(raws[j])))
+        pair = found[j][0]
+        if pair is not None:
+            yield pair
+
+
+def _one_line(raw: str) -> tuple[Pair | None, bool]:
+    """The pair one line holds, and whether it is only a plain ``A，B。`` (no number, 横批 or ；)."""
+    number = _NUMBER.match(raw)
+    body = raw[number.end() :] if number else raw
+    hengpi = _HENGPI.search(body)
+    body = _clean_line(body[: hengpi.start()] if hengpi else body)
+    plain = not (number or hengpi or body.count("；") == 1)
+    if plain and not (_end_mark(_NOTE.sub("", raw).strip()) in ("。", "；") and body.count("，") == 1):
+        return None, False
+    if number and body.count("。") == 1 and "；" not in body:
+        upper, _, lower = body.partition("。")  # 7、遍地春光新岁月。一天元气会风云。
+        pair = _as_pair(upper, lower, raw, "one_line")
+    else:
+        pair = _split_lianyue(body, raw)
+    if pair and looks_like_couplet(pair.upper, pair.lower):
+        return Pair(pair.upper, pair.lower, raw, "one_line"), plain
+    return None, False
 
 
 def looks_like_couplet(upper: str, lower: str) -> bool:

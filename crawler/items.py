@@ -14,3 +14,4 @@ class CoupletItem(scrapy.Item):
     snippet = scrapy.Field()  # the raw text the pair was extracted from
     form = scrapy.Field()  # how it was written: sina | lianyue | shangxia | adjacent
     title = scrapy.Field()  # the article's title
+    via = scrapy.Field()  # the site spider: how the page was reached (start | sitemap URL | link URL)

@@ -8,14 +8,32 @@ from pathlib import Path
 from data.paths import corpus_dir, data_dir, work_dir
 from data.sources import Source
 
+# The wb14123 release folder in the corpus folder, as `python -m data.corpora` lays it out.
+WB14123_RELEASE = "wb14123"
 CLASSICAL_SOURCES = ("poetry_lvshi", "classical_duiyun", "poetry_couplets_more")
 
 
 def default_sources() -> tuple[Source, ...]:
-    """The shared corpora, then the crawler's and the service's output when they exist."""
+    """The shared corpora, then the crawler's and the service's output when they exist.
+
+    Without the shared wb14123 TSVs, the public release folder that ``python -m data.corpora``
+    downloads (``wb14123/train|test/in.txt, out.txt``) is read in their place.
+    """
+    release = WB14123_RELEASE
     return (
-        Source("wb14123_train", "tsv", "wb14123_train.tsv.gz"),
-        Source("wb14123_test", "tsv", "wb14123_test.tsv", role="test"),
+        Source(
+            "wb14123_train",
+            "tsv",
+            "wb14123_train.tsv.gz",
+            fallback=Source("wb14123_train", "wb14123", release, split="train"),
+        ),
+        Source(
+            "wb14123_test",
+            "tsv",
+            "wb14123_test.tsv",
+            role="test",
+            fallback=Source("wb14123_test", "wb14123", release, role="test", split="test"),
+        ),
         Source("poetry_lvshi", "tsv", "poetry_lvshi.tsv.gz"),
         Source("classical_duiyun", "tsv", "classical_duiyun.tsv"),
         Source("poetry_couplets_more", "tsv", "poetry_couplets_more.tsv.gz"),

@@ -33,7 +33,7 @@ from data.dedup import Deduper
 from data.filters import PairFilter
 from data.normalize import STEPS, VARIANTS, Normalizer
 from data.sensitive import SensitiveFilter, read_words
-from data.sources import Pair, Source, read_source, source_present
+from data.sources import Pair, Source, read_source, read_wb14123, source_present
 from data.vocab import Vocab
 
 OUTPUTS = (
@@ -71,10 +71,23 @@ def source_files(config: DataConfig, source: Source) -> list[Path]:
     return [p for p in source.files(config.corpus_dir) if source_present(source, p)]
 
 
+def resolve(config: DataConfig, source: Source) -> tuple[Source, list[Path]]:
+    """The source to read and its files: the source itself, or its fallback when only the
+    fallback's files are there."""
+    files = source_files(config, source)
+    if not files and source.fallback is not None:
+        fallback_files = source_files(config, source.fallback)
+        if fallback_files:
+            return source.fallback, fallback_files
+    return source, files
+
+
 def stamp(config: DataConfig) -> str:
     """Hash of the configuration, every input file's size and mtime, and this stage's code."""
     h = hashlib.sha256(json.dumps(config.as_dict(), sort_keys=True).encode())
-    inputs = [p for s in config.sources for p in source_files(config, s)]
+    inputs = [p for s in config.sources for p in resolve(config, s)[1]]
+    # A release folder's files (its path is a folder, whose mtime misses an edited file).
+    inputs = [f for p in inputs for f in (sorted(p.rglob("*.txt")) if p.is_dir() else [p])]
     inputs += [config.corpus_dir / config.badwords, config.allow_list, VARIANTS]
     inputs += [config.vocab_from] if config.vocab_from is not None else []
     inputs += sorted(Path(__file__).parent.glob("*.py"))
@@ -111,7 +124,7 @@ def read_train_sources(config: DataConfig, report: dict) -> list[tuple[str, list
     for source in config.sources:
         if source.role != "train":
             continue
-        files = source_files(config, source)
+        source, files = resolve(config, source)
         read: list[Pair | None] = []
         for path in files:
             try:
@@ -145,16 +158,29 @@ def read_test(config: DataConfig, report: dict) -> tuple[list[str], Path | None]
         raise ValueError("only one test source is supported")
     if not tests:
         return [], None
-    files = source_files(config, tests[0])
+    source, files = resolve(config, tests[0])
     if not files:
         # Training from other sources alone is allowed; the test files are then empty.
-        report["sources"][tests[0].name] = {"kind": tests[0].kind, "files": [], "present": False}
+        report["sources"][source.name] = {"kind": source.kind, "files": [], "present": False}
         return [], None
-    if len(files) != 1 or tests[0].kind == "jsonl":
-        raise ValueError(f"test source {tests[0].name!r} must be exactly one TSV file, found {len(files)}")
+    if source.kind == "wb14123" and len(files) == 1:
+        # The release folder: its test half as upper<TAB>lower lines (test.tsv is written
+        # from them, there being no TSV to copy).
+        pairs = read_wb14123(files[0], source.split)
+        if None in pairs:
+            raise ValueError(f"{files[0] / source.split}: in.txt and out.txt differ in length")
+        lines = [f"{u}\t{w}" for u, w in cast(list[Pair], pairs)]
+        report["sources"][source.name] = {
+            "kind": "wb14123",
+            "files": [str(files[0])],
+            "pairs_read": len(lines),
+        }
+        return lines, None
+    if len(files) != 1 or source.kind == "jsonl":
+        raise ValueError(f"test source {source.name!r} must be exactly one TSV file, found {len(files)}")
     text = files[0].read_text(encoding="utf-8").replace("\r\n", "\n").removesuffix("\n")
     lines = text.split("\n") if text else []
-    report["sources"][tests[0].name] = {"kind": "tsv", "files": [str(files[0])], "pairs_read": len(lines)}
+    report["sources"][source.name] = {"kind": "tsv", "files": [str(files[0])], "pairs_read": len(lines)}
     return lines, files[0]
 
 
@@ -427,7 +453,10 @@ def _split_and_write(kept: Kept, test: TestSet, config: DataConfig, report: dict
     write_pairs(out / "train.tsv", written)
     write_pairs(out / "valid.tsv", valid)
     write_pairs(out / "valid_classical.tsv", classical)
-    copy_file(test.file, out / "test.tsv")
+    if test.file is not None:
+        copy_file(test.file, out / "test.tsv")
+    else:
+        write_lines(out / "test.tsv", test.lines)
     write_lines(out / "test_leakfree.tsv", [t for t, f in zip(test.lines, test.leak, strict=True) if not f])
     write_lines(out / "test_leak.txt", [str(f) for f in test.leak])
     report["split"] = {

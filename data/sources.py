@@ -3,8 +3,9 @@
 Kinds: ``wb14123`` (the public release folder: train|test/in.txt and out.txt, characters
 separated by spaces), ``tsv`` (upper<TAB>lower, plain or .gz), ``jsonl`` (the crawler's
 output: objects with at least "upper" and "lower"), ``feedback`` (the service's export,
-TSV). A path may be a glob (work/crawl/*.jsonl); a source whose files are absent is
-skipped and the report says so. Malformed lines are yielded as None so they are counted.
+TSV). A source may name a ``fallback`` read when its own files are absent. A path may be
+a glob (work/crawl/*.jsonl); a source whose files are absent is skipped and the report
+says so. Malformed lines are yielded as None so they are counted.
 """
 
 from __future__ import annotations
@@ -34,6 +35,9 @@ class Source:
     path: str
     role: str = "train"
     split: str = "train"  # for the wb14123 folder layout: which half to read
+    # Read instead when this source's own files are absent (the wb14123 TSVs of the shared
+    # folder, else the public release folder that `python -m data.corpora` lays out).
+    fallback: Source | None = None
 
     def files(self, base: Path) -> list[Path]:
         pattern = self.path if os.path.isabs(self.path) else str(base / self.path)

@@ -88,12 +88,18 @@ def main(argv: list[str] | None = None) -> int:
 
     import uvicorn  # after the checks, so a missing model is reported fast
 
-    from serve.main import create_app
+    from serve.main import create_app, uvicorn_options
 
     logging.basicConfig(
         level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
-    uvicorn.run(create_app(settings), host=args.host, port=args.port, log_level=args.log_level)
+    uvicorn.run(
+        create_app(settings),
+        host=args.host,
+        port=args.port,
+        log_level=args.log_level,
+        **uvicorn_options(settings),
+    )
     return 0
 
 

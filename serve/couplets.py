@@ -17,8 +17,10 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import CancelledError, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
+from multiprocessing.connection import wait
 from pathlib import Path
 from typing import Any
 
@@ -187,8 +189,29 @@ class LoadedModel:
 _WORKER_MODEL: LoadedModel | None = None  # in a decode worker process: its copy of the model
 
 
+def _exit_with_parent(interval: float = 1.0) -> None:
+    """In a decode worker: end this process as soon as the server that started it is gone,
+    however it went (SIGKILL included), so no worker is left holding its model under PID 1.
+
+    It waits on the parent's sentinel (a pipe whose other end only the server holds, closed
+    by the kernel when the server dies) and checks the parent's pid as well. Not
+    ``PR_SET_PDEATHSIG``: that signal follows the *thread* that started the worker, and the
+    pools are started from threads that end (a reload, a restart after a worker died)."""
+    parent, ppid = multiprocessing.parent_process(), os.getppid()
+    sentinels = [parent.sentinel] if parent is not None and parent.sentinel is not None else []
+    while True:
+        if (sentinels and wait(sentinels, timeout=interval)) or os.getppid() != ppid:
+            os._exit(EXIT_PARENT_GONE)
+        if not sentinels:
+            time.sleep(interval)
+
+
+EXIT_PARENT_GONE = 3
+
+
 def _start_worker(path: Path, extra: SensitiveFilter | None, engine: Engine, threads: int) -> None:
     global _WORKER_MODEL
+    threading.Thread(target=_exit_with_parent, name="parent-watch", daemon=True).start()
     torch.set_num_threads(threads)
     _WORKER_MODEL = LoadedModel.load(path, extra, engine)
 
@@ -203,6 +226,12 @@ def _worker_pid() -> int:
     return os.getpid()
 
 
+class WorkerLost(Exception):
+    """A decode worker died (killed, out of memory) with this request in its hands, or no
+    working pool came back in time: the request is refused with a 503, never retried (the
+    request itself may be what killed the worker)."""
+
+
 class PooledModel:
     """A LoadedModel whose decodes run in worker processes, each holding its own copy.
 
@@ -210,30 +239,146 @@ class PooledModel:
     them, so decode threads in one process barely run in parallel: two threads decoded 13.0
     lines/s where two processes decoded 21.3 (the same 200 test lines, int8, 2 cores). The
     server keeps its own copy for what it answers itself (model info, the sensitive-word
-    check of known lower lines)."""
+    check of known lower lines).
+
+    A worker that dies breaks its whole ``ProcessPoolExecutor`` (the others are terminated,
+    every job it held fails): a watchdog thread sees that, and starts a new pool beside it
+    (again after a pause while starting fails). Meanwhile ``healthy`` is False, jobs in the
+    dead pool's hands raise ``WorkerLost``, and new jobs wait up to ``restart_wait`` seconds
+    for the new pool."""
 
     def __init__(
-        self, path: Path, extra: SensitiveFilter | None, engine: Engine, processes: int, threads: int
+        self,
+        path: Path,
+        extra: SensitiveFilter | None,
+        engine: Engine,
+        processes: int,
+        threads: int,
+        restart_wait: float = 30.0,
     ) -> None:
         self.local = LoadedModel(load_bundle(path), extra)  # never decodes: eager fp32, no warm-up
         self.version, self.bundle = self.local.version, self.local.bundle
+        self.processes, self.restart_wait = processes, restart_wait
+        self._start_args = (path, extra, engine, threads)
+        self.restarts = 0  # pools started after a worker died
+        self._changed = threading.Condition()  # a new pool, or the pool broke
+        self._closed = False
+        self.pool, self.pids = self._start_pool()
+        self._watchdog = threading.Thread(target=self._watch, name="pool-watchdog", daemon=True)
+        self._watchdog.start()
+
+    def _start_pool(self) -> tuple[ProcessPoolExecutor, list[int]]:
         context = multiprocessing.get_context("spawn")  # never fork a process that runs threads
-        self.pool = ProcessPoolExecutor(
-            processes, mp_context=context, initializer=_start_worker, initargs=(path, extra, engine, threads)
+        pool = ProcessPoolExecutor(
+            self.processes, mp_context=context, initializer=_start_worker, initargs=self._start_args
         )
         # Start the workers now (each loads the model before its first job), not on the
         # first requests: each submission finds no idle worker and starts one.
-        for job in [self.pool.submit(_worker_pid) for _ in range(processes)]:
-            job.result()
-        self.pids = sorted(self.pool._processes or ())
+        try:
+            for job in [pool.submit(_worker_pid) for _ in range(self.processes)]:
+                job.result()
+        except BaseException:
+            pool.shutdown(wait=False, cancel_futures=True)
+            raise
+        return pool, sorted(pool._processes or ())
+
+    @staticmethod
+    def _processes(pool: ProcessPoolExecutor) -> tuple[multiprocessing.Process, ...]:
+        return tuple((pool._processes or {}).values())  # one copy: the pool's thread changes the dict
+
+    @staticmethod
+    def _ended(processes: tuple[multiprocessing.Process, ...]) -> int:
+        """How many have ended: by their sentinels, which tell even when another waitpid caller
+        has reaped the process (``is_alive`` would then say True for ever)."""
+        try:
+            return len(wait([p.sentinel for p in processes], timeout=0))
+        except (ValueError, OSError):  # a sentinel closed: the pool is being shut down
+            return len(processes)
+
+    def _broken(self, pool: ProcessPoolExecutor) -> bool:
+        processes = self._processes(pool)
+        return bool(pool._broken) or len(processes) < self.processes or self._ended(processes) > 0
+
+    @property
+    def healthy(self) -> bool:
+        """All its workers are alive (False from a worker's death until its pool is replaced)."""
+        return not self._closed and not self._broken(self.pool)
+
+    @property
+    def alive(self) -> int:
+        """Worker processes alive now (none in a broken pool: its others are being ended)."""
+        if self.pool._broken:
+            return 0
+        processes = self._processes(self.pool)
+        return len(processes) - self._ended(processes)
+
+    def _watch(self) -> None:
+        while True:
+            try:
+                self._keep_workers()
+                return
+            except Exception:  # never let the watchdog die: it is the only one restarting workers
+                log.exception("decode worker watchdog")
+
+    def _keep_workers(self) -> None:
+        pause = 0.5
+        while True:
+            with self._changed:
+                while not self._closed and not self._broken(self.pool):
+                    self._changed.wait(timeout=0.2)
+                if self._closed:
+                    return
+                dead = self.pool
+            log.error("a decode worker of model %s died; starting a new pool", self.version)
+            dead.shutdown(wait=False)  # its jobs fail with BrokenProcessPool, or its living workers answer
+            try:
+                pool, pids = self._start_pool()
+            except Exception as exc:  # the model went missing, no memory: try again after a pause
+                log.error("decode workers did not start (%s); trying again in %.1f s", exc, pause)
+                with self._changed:
+                    self._changed.wait(timeout=pause)
+                pause = min(pause * 2, 10.0)
+                continue
+            with self._changed:
+                if self._closed:
+                    pool.shutdown(wait=False, cancel_futures=True)
+                    return
+                self.pool, self.pids, pause = pool, pids, 0.5
+                self.restarts += 1
+                self._changed.notify_all()
+            log.info("decode workers of model %s running again: %s", self.version, pids)
+
+    def _working_pool(self) -> ProcessPoolExecutor:
+        deadline = time.monotonic() + self.restart_wait
+        with self._changed:
+            while self._broken(self.pool) and not self._closed:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise WorkerLost("no decode worker is running")
+                self._changed.wait(timeout=min(left, 0.2))
+            return self.pool
 
     def is_clean(self, text: str) -> bool:
         return self.local.is_clean(text)
 
     def answer_batch(self, queries: list[Query], oversample: int) -> list[GenerateResponse | Exception]:
-        return self.pool.submit(_worker_answer, queries, oversample).result()
+        for _ in range(2):  # a pool found broken at submission never held the job: once more
+            pool = self._working_pool()
+            try:
+                future = pool.submit(_worker_answer, queries, oversample)
+            except BrokenProcessPool:
+                continue
+            try:
+                return future.result()
+            except (BrokenProcessPool, CancelledError) as exc:  # its worker died holding it
+                raise WorkerLost("a decode worker died while decoding this request") from exc
+        raise WorkerLost("no decode worker is running")
 
     def close(self) -> None:
+        with self._changed:
+            self._closed = True
+            self._changed.notify_all()
+        self._watchdog.join(timeout=60)
         self.pool.shutdown(wait=True)
 
 
@@ -246,11 +391,12 @@ def load_served(
     engine: Engine = Engine(),
     processes: int = 0,
     threads: int = 1,
+    restart_wait: float = 30.0,
 ) -> Served:
     """The model as the server runs it: decoding in ``processes`` worker processes, or in
     the server's own threads when 0."""
     if processes > 0:
-        return PooledModel(path, extra, engine, processes, threads)
+        return PooledModel(path, extra, engine, processes, threads, restart_wait)
     return LoadedModel.load(path, extra, engine)
 
 
@@ -341,6 +487,15 @@ class CoupletService:
         self.batcher.close()
         if isinstance(self.model, PooledModel):
             self.model.close()
+
+    def workers(self) -> tuple[int, int]:
+        """Decode worker processes alive and wanted (0, 0: the server decodes itself)."""
+        model = self.model
+        return (model.alive, model.processes) if isinstance(model, PooledModel) else (0, 0)
+
+    def healthy(self) -> bool:
+        model = self.model
+        return model.healthy if isinstance(model, PooledModel) else True
 
     def load_known(self, path: Path) -> None:
         try:

@@ -11,7 +11,7 @@ from typing import Any
 
 from sqlalchemy import DateTime, Integer, String, create_engine, event, func, select
 from sqlalchemy.engine import URL, Engine, make_url
-from sqlalchemy.exc import ArgumentError, NoSuchModuleError
+from sqlalchemy.exc import ArgumentError, IntegrityError, NoSuchModuleError
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, sessionmaker
 
 
@@ -33,6 +33,25 @@ class Feedback(Base):
     lower: Mapped[str] = mapped_column(String(64))
     vote: Mapped[int | None] = mapped_column(Integer, nullable=True)
     model_version: Mapped[str | None] = mapped_column(String(64), nullable=True)
+
+
+class FeedbackKey(Base):
+    """An ``Idempotency-Key`` a feedback post came with, and the row that post stored: a retry
+    with the key (its answer was lost) gets that row again instead of a second one. Its own
+    table, so a store made before it gains it on the next start (create_all adds tables)."""
+
+    __tablename__ = "feedback_key"
+
+    key: Mapped[str] = mapped_column(String(128), primary_key=True)
+    feedback_id: Mapped[int] = mapped_column(Integer)
+    fingerprint: Mapped[str] = mapped_column(String(64))  # of the request body, to refuse a reused key
+    created_at: Mapped[dt.datetime] = mapped_column(
+        DateTime(timezone=True), default=lambda: dt.datetime.now(dt.UTC)
+    )
+
+
+class KeyReused(ValueError):
+    """An Idempotency-Key sent again with a different body."""
 
 
 def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
@@ -117,3 +136,24 @@ class FeedbackStore:
             session.add(row)
             session.commit()
             return row.id
+
+    def add_once(self, row: Feedback, key: str, fingerprint: str) -> tuple[int, bool]:
+        """``row`` stored with ``key`` in one transaction, unless ``key`` was stored before: then
+        that row's id. Returns (id, replayed); KeyReused when the key came with another body."""
+        with self._write_lock, self.sessions() as session:
+            found = session.get(FeedbackKey, key)
+            if found is None:
+                session.add(row)
+                session.flush()
+                session.add(FeedbackKey(key=key, feedback_id=row.id, fingerprint=fingerprint))
+                try:
+                    session.commit()
+                    return row.id, False
+                except IntegrityError:  # another server stored the same key first
+                    session.rollback()
+                    found = session.get(FeedbackKey, key)
+                    if found is None:
+                        raise
+            if found.fingerprint != fingerprint:
+                raise KeyReused(key)
+            return found.feedback_id, True

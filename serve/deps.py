@@ -6,6 +6,7 @@ its thread pool, a hop per dependency per request.
 
 from __future__ import annotations
 
+import math
 from typing import Annotated
 
 from fastapi import Depends, HTTPException, Request, status
@@ -28,19 +29,31 @@ async def get_store(request: Request) -> FeedbackStore:
     return request.app.state.feedback
 
 
-async def rate_limit(request: Request) -> None:
-    limiter: RateLimiter = request.app.state.limiter
+def _limit(limiter: RateLimiter, request: Request) -> None:
+    # The socket peer, unless the server was told to believe a proxy's X-Forwarded-For
+    # (Settings.trusted_proxies, applied by uvicorn before the app sees the request).
     client = request.client.host if request.client else "unknown"
     wait = limiter.allow(client)
     if wait > 0:
+        seconds = max(1, math.ceil(wait))  # whole seconds, the same in the body and in Retry-After
         raise HTTPException(
             status.HTTP_429_TOO_MANY_REQUESTS,
-            detail=f"请求太频繁，请 {wait:.0f} 秒后再试 / Too many requests; retry in {wait:.0f} s.",
-            headers={"Retry-After": str(max(1, round(wait)))},
+            detail=f"请求太频繁，请 {seconds} 秒后再试 / Too many requests; retry in {seconds} s.",
+            headers={"Retry-After": str(seconds)},
         )
+
+
+async def rate_limit(request: Request) -> None:
+    _limit(request.app.state.limiter, request)
+
+
+async def admin_rate_limit(request: Request) -> None:
+    """The admin endpoint's own, tighter limit: a token cannot be guessed at the API's pace."""
+    _limit(request.app.state.admin_limiter, request)
 
 
 SettingsDep = Annotated[Settings, Depends(get_settings)]
 ServiceDep = Annotated[CoupletService, Depends(get_service)]
 StoreDep = Annotated[FeedbackStore, Depends(get_store)]
 RateLimited = Depends(rate_limit)
+AdminRateLimited = Depends(admin_rate_limit)

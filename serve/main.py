@@ -7,7 +7,8 @@ import logging
 import threading
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import cast
+from http import HTTPStatus
+from typing import Any, cast
 
 from fastapi import FastAPI, Request, status
 from fastapi.exception_handlers import http_exception_handler
@@ -39,6 +40,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             engine=Engine(settings.int8, settings.runtime),
             processes=settings.decode_processes,
             threads=settings.torch_threads,
+            restart_wait=settings.worker_restart_wait,
         )
         model = await run_in_threadpool(loader, settings.model_dir)
         app.state.service = CoupletService(
@@ -54,6 +56,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         engine = make_engine(settings.database_url)
         app.state.feedback = FeedbackStore(engine)
         app.state.limiter = RateLimiter(settings.rate_limit_per_minute, settings.rate_limit_burst)
+        app.state.admin_limiter = RateLimiter(
+            settings.admin_rate_limit_per_minute, settings.admin_rate_limit_burst
+        )
         if settings.known_pairs is not None:  # tens of seconds for the full corpus: not on the way up
             threading.Thread(
                 target=app.state.service.load_known, args=(settings.known_pairs,), daemon=True
@@ -70,6 +75,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         lifespan=lifespan,
         docs_url=None,  # served by the site router from local assets: no CDN, works offline
         redoc_url=None,
+        redirect_slashes=False,  # a redirect would be built from the request's Host header
     )
     app.state.settings = settings
     for router in (
@@ -85,10 +91,61 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.mount("/static", StaticFiles(directory=settings.web_dir), name="static")
     app.mount("/docs-assets", StaticFiles(directory=swagger_ui_path), name="docs-assets")
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
+    app.add_middleware(SecurityHeaders)
     app.add_exception_handler(RequestValidationError, _invalid_request)
     app.add_exception_handler(HTTPException, _http_error)
     app.add_exception_handler(Exception, _internal_error)
     return app
+
+
+# The page's and /docs's policy: their own scripts and styles only (data: images: the page's empty
+# favicon, Swagger UI's icons), nothing framed, nothing sent elsewhere.
+CSP = (
+    "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+    "connect-src 'self'; font-src 'self'; object-src 'none'; base-uri 'none'; form-action 'self'; "
+    "frame-ancestors 'none'"
+)
+SECURITY_HEADERS = [
+    (b"x-content-type-options", b"nosniff"),
+    (b"x-frame-options", b"DENY"),
+    (b"referrer-policy", b"no-referrer"),
+    (b"cross-origin-opener-policy", b"same-origin"),
+]
+
+
+def uvicorn_options(settings: Settings) -> dict[str, Any]:
+    """How uvicorn must run this app. Its default believes X-Forwarded-For from 127.0.0.1, so a
+    client on the same host (or behind a proxy that passes the header on) could name itself
+    anew in every request and never meet the rate limit: forwarded headers are read only from
+    the proxies the operator lists in ``trusted_proxies``."""
+    proxies = [p.strip() for p in settings.trusted_proxies.split(",") if p.strip()]
+    return {
+        "proxy_headers": bool(proxies),
+        "forwarded_allow_ips": ",".join(proxies) if proxies else "",
+        "server_header": False,
+    }
+
+
+class SecurityHeaders:
+    """Adds the security headers to every response (the page, the API, its errors, static files)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        csp = CSP  # the API page too: Swagger UI sets its styles through the DOM, which CSP allows
+
+        async def with_headers(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                names = {name.lower() for name, _ in message.get("headers", [])}
+                extra = [(b"content-security-policy", csp.encode()), *SECURITY_HEADERS]
+                message["headers"] = [*message.get("headers", []), *(h for h in extra if h[0] not in names)]
+            await send(message)
+
+        await self.app(scope, receive, with_headers)
 
 
 class BodyLimit:
@@ -135,6 +192,17 @@ FRAMEWORK_DETAILS = {
     "There was an error parsing the body": "请求体无法读取，须为 UTF-8 编码的 JSON / "
     "The body could not be read: send JSON encoded in UTF-8.",
 }
+TYPE_PROBLEMS = {  # pydantic's error types for a value of the wrong JSON type, said in Chinese
+    "int_type": "须为整数",
+    "bool_type": "须为 true 或 false",
+    "string_type": "须为字符串",
+    "literal_error": "取值不在允许的范围内",
+    "string_pattern_mismatch": "格式不对",
+    "string_too_long": "太长",
+    "greater_than_equal": "太小",
+    "missing": "缺少此项",
+    "extra_forbidden": "不认识这个字段",
+}
 BODY_PROBLEMS = {  # pydantic's error types for a body that is not a JSON object
     "json_invalid": "请求体不是合法的 JSON / The body is not valid JSON",
     "model_attributes_type": "请求体须为 JSON 对象 / The body must be a JSON object "
@@ -142,23 +210,42 @@ BODY_PROBLEMS = {  # pydantic's error types for a body that is not a JSON object
 }
 
 
+STATUS_DETAILS = {  # the framework's refusals by status, when their detail is the bare phrase
+    404: "没有这个地址 / Not found: no such page or endpoint.",
+    405: "这个地址不接受这种请求方法 / Method not allowed for this endpoint (see the Allow header).",
+}
+
+
 async def _http_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, HTTPException)
     if isinstance(exc.detail, str) and exc.detail in FRAMEWORK_DETAILS:
         return JSONResponse(status_code=exc.status_code, content={"detail": FRAMEWORK_DETAILS[exc.detail]})
+    if exc.status_code in STATUS_DETAILS and exc.detail == HTTPStatus(exc.status_code).phrase:
+        return JSONResponse(
+            status_code=exc.status_code,
+            content={"detail": STATUS_DETAILS[exc.status_code]},
+            headers=exc.headers,
+        )
     return cast(JSONResponse, await http_exception_handler(request, exc))
 
 
 async def _invalid_request(_request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, RequestValidationError)
+    errors = exc.errors()
+
+    def field(e: dict[str, object]) -> str:
+        loc = e.get("loc", ())
+        return ".".join(str(p) for p in loc if p != "body") if isinstance(loc, tuple | list) else ""
+
+    zh = "；".join(
+        f"{field(e)} {TYPE_PROBLEMS[kind]}" for e in errors if (kind := str(e.get("type"))) in TYPE_PROBLEMS
+    )
     problems = "; ".join(
-        BODY_PROBLEMS.get(e.get("type", ""), "")
-        or f"{'.'.join(str(p) for p in e.get('loc', ()) if p != 'body')}: {e.get('msg', '')}"
-        for e in exc.errors()
+        BODY_PROBLEMS.get(e.get("type", ""), "") or f"{field(e)}: {e.get('msg', '')}" for e in errors
     )
     return JSONResponse(
         status_code=status.HTTP_422_UNPROCESSABLE_CONTENT,
-        content={"detail": f"请求格式不对 / Invalid request: {problems}"},
+        content={"detail": f"请求格式不对{'：' + zh if zh else ''} / Invalid request: {problems}"},
     )
 
 

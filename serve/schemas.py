@@ -10,13 +10,15 @@ from pydantic.dataclasses import dataclass as pydantic_dataclass
 from data.rules import RuleReport
 
 ToneMode = Literal["modern", "lenient", "classical"]
+MODEL_VERSION_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._+:-]{0,63}$"  # step59000-1a2b3c4d, test-a
 
 
 class Request(BaseModel):
     """A request body: a field it does not know (a misspelt ``required_char``) is refused,
-    not ignored, so a constraint is never silently left out."""
+    not ignored, so a constraint is never silently left out. Types are strict: ``"5"`` or
+    ``true`` is no count, ``"yes"`` no boolean."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
 
 
 class GenerateRequest(Request):
@@ -118,7 +120,12 @@ class FeedbackRequest(Request):
     upper: str = Field(..., max_length=200)
     lower: str = Field(..., max_length=200)
     vote: Literal[1, -1] | None = Field(None, description="+1 or -1 (integers), for kind vote")
-    model_version: str | None = Field(None, max_length=64)
+    model_version: str | None = Field(
+        None,
+        max_length=64,
+        pattern=MODEL_VERSION_PATTERN,
+        description="the model_version of the answer voted on: letters, digits and . _ + : -",
+    )
 
     @field_validator("vote", mode="before")
     @classmethod
@@ -136,9 +143,13 @@ class FeedbackResponse(BaseModel):
 
 
 class Health(BaseModel):
-    status: Literal["ok"]
+    status: Literal["ok", "degraded"] = Field(
+        description="degraded (with HTTP 503): a decode worker died and its replacement is starting"
+    )
     model_version: str
     known_lines: int = Field(description="training pairs indexed for known lower lines (0: none yet)")
+    decode_workers: int = Field(description="decode worker processes alive (0: the server decodes itself)")
+    decode_workers_wanted: int = Field(description="decode worker processes configured")
 
 
 class ModelInfo(BaseModel):

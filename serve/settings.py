@@ -77,10 +77,25 @@ class Settings(BaseSettings):
         description="worker processes that decode, each with its own copy of the model (0: the "
         "decoding threads run the model in the server process)",
     )
+    worker_restart_wait: float = Field(
+        default=30.0,
+        gt=0,
+        description="seconds a request waits for the decode workers to be restarted after one died, "
+        "before it is answered 503",
+    )
     max_batch: int = Field(default=16, description="most lines of one length decoded in one beam search")
     max_pending: int = Field(default=256, description="decodes waiting at most; beyond, requests get 503")
     admin_token: str | None = Field(
         default=None, description="token for POST /api/v1/admin/reload; None: disabled"
+    )
+    admin_rate_limit_per_minute: float = Field(
+        default=6, description="admin requests per client and minute (tokens tried included); 0: off"
+    )
+    admin_rate_limit_burst: int = Field(default=5, description="admin requests a client may send at once")
+    trusted_proxies: str = Field(
+        default="",
+        description="comma-separated addresses of reverse proxies whose X-Forwarded-For and "
+        "X-Forwarded-Proto are believed ('*': any); empty (default): none, the client is the socket peer",
     )
 
     @field_validator("database_url")

@@ -56,8 +56,9 @@ def clean_line(raw: str, max_chars: int, name: tuple[str, str] = ("上联", "The
 
 
 def clean_locks(raw: str | None, upper: str) -> str | None:
-    """A lock pattern as long as the upper line: ``_`` free, a Han character fixed there."""
-    if raw is None or not raw.strip("".join(LOCK_FREE) + " "):
+    """A lock pattern as long as the upper line: ``_`` free, a Han character fixed there.
+    One that locks nothing is no constraint (None), but it too must be as long as the line."""
+    if raw is None or not raw.strip():
         return None
     pattern = "".join("_" if ch in LOCK_FREE else ch for ch in _normalise(raw))
     if len(pattern) != len(upper):
@@ -68,7 +69,7 @@ def clean_locks(raw: str | None, upper: str) -> str | None:
     for i, ch in enumerate(pattern):
         if ch != "_" and not is_han(ch) and ch != upper[i]:
             raise refuse(f"锁定的字必须是汉字：{ch}", f"A locked character must be a Chinese character: {ch}")
-    return pattern
+    return pattern if pattern.strip("_") else None
 
 
 def clean_chars(raw: str | None, name: tuple[str, str]) -> str | None:

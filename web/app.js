@@ -365,8 +365,8 @@ async function pngOf(svg) {
   const height = Math.round((Number(root.getAttribute("data-height-mm")) / 25.4) * dpi);
   root.setAttribute("width", width);
   root.setAttribute("height", height);
-  const sized = new Blob([new XMLSerializer().serializeToString(doc)], { type: "image/svg+xml" });
-  const url = URL.createObjectURL(sized);
+  // a data: URL, not a blob: one: the page's Content-Security-Policy allows images from data:
+  const url = "data:image/svg+xml;charset=utf-8," + encodeURIComponent(new XMLSerializer().serializeToString(doc));
   const canvas = document.createElement("canvas");
   try {
     const image = new Image();
@@ -379,7 +379,6 @@ async function pngOf(svg) {
     if (!png) throw new Error("图片太大，浏览器无法生成 PNG / The browser could not make a PNG this large");
     return { blob: await withDpi(png, dpi), width, height, dpi };
   } finally {
-    URL.revokeObjectURL(url);
     canvas.width = canvas.height = 0; // hands the pixels back at once
   }
 }

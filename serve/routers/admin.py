@@ -8,10 +8,16 @@ from typing import Annotated
 
 from fastapi import APIRouter, Header, HTTPException, status
 
-from serve.deps import ServiceDep, SettingsDep
+from serve.deps import AdminRateLimited, ServiceDep, SettingsDep
 from serve.schemas import ReloadRequest, ReloadResponse
 
-router = APIRouter(prefix="/admin", tags=["admin"])
+router = APIRouter(prefix="/admin", tags=["admin"], dependencies=[AdminRateLimited])
+
+
+def token_matches(given: str, wanted: str) -> bool:
+    """In constant time, on bytes: the header as it came (HTTP headers are read as Latin-1, so any
+    value encodes back) against the configured token in UTF-8; any other text is just wrong."""
+    return secrets.compare_digest(given.encode("latin-1", "replace"), wanted.encode("utf-8"))
 
 
 @router.post("/reload", response_model=ReloadResponse)
@@ -26,7 +32,7 @@ def reload_model(
         raise HTTPException(
             status.HTTP_403_FORBIDDEN, detail="未开启重新加载 / Reload is disabled (no admin token set)."
         )
-    if not x_admin_token or not secrets.compare_digest(x_admin_token, settings.admin_token):
+    if not x_admin_token or not token_matches(x_admin_token, settings.admin_token):
         raise HTTPException(
             status.HTTP_401_UNAUTHORIZED, detail="管理令牌不对 / Wrong or missing X-Admin-Token."
         )

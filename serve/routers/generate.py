@@ -7,8 +7,9 @@ from starlette.concurrency import run_in_threadpool
 
 from model.decode import ConstraintError
 from serve.banners import banner_table, with_banners
-from serve.couplets import Busy, Query
+from serve.couplets import Busy, Query, WorkerLost
 from serve.deps import RateLimited, ServiceDep, SettingsDep
+from serve.routers.info import RESTART_RETRY_AFTER
 from serve.schemas import GenerateRequest, GenerateResponse
 from serve.validation import clean_chars, clean_line, clean_locks, refuse
 
@@ -42,6 +43,13 @@ async def generate(body: GenerateRequest, settings: SettingsDep, service: Servic
             status.HTTP_503_SERVICE_UNAVAILABLE,
             detail="服务器正忙，请稍后再试 / The server is busy; please retry shortly.",
             headers={"Retry-After": "1"},
+        ) from exc
+    except WorkerLost as exc:
+        raise HTTPException(
+            status.HTTP_503_SERVICE_UNAVAILABLE,
+            detail="解码进程意外退出，正在重启，请几秒后再试 / A decoding worker stopped unexpectedly and is "
+            "being restarted; please retry in a few seconds.",
+            headers={"Retry-After": RESTART_RETRY_AFTER},
         ) from exc
     except ConstraintError as exc:  # its message names the constraint, in Chinese and English
         raise HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, detail=str(exc)) from exc

@@ -24,7 +24,7 @@ from data.vocab import Vocab
 from model.bundle import export_bundle
 from model.tagger import CoupletTagger
 from model.transformer import CoupletTransformer, ModelConfig
-from serve.main import create_app
+from serve.main import create_app, uvicorn_options
 from serve.settings import Settings
 from tests.serve.postgres import LocalPostgres, postgres_bindir
 
@@ -216,7 +216,10 @@ class LiveServer:
     def __init__(self, app: FastAPI) -> None:
         self.app = app
         self.port = free_port()
-        config = uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning", lifespan="on")
+        options = uvicorn_options(app.state.settings)  # as python -m serve runs it
+        config = uvicorn.Config(
+            app, host="127.0.0.1", port=self.port, log_level="warning", lifespan="on", **options
+        )
         self.server = uvicorn.Server(config)
         self.thread = threading.Thread(target=self.server.run, daemon=True)
 

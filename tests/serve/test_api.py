@@ -103,7 +103,10 @@ def test_upper_ending_level_is_flagged(client: TestClient) -> None:
 
 def test_health_model_info_docs_and_page(client: TestClient) -> None:
     health = client.get("/api/v1/health").json()
-    assert health == {"status": "ok", "model_version": "test-a", "known_lines": len(PAIRS)}
+    assert health == {
+        "status": "ok", "model_version": "test-a", "known_lines": len(PAIRS),
+        "decode_workers": 0, "decode_workers_wanted": 0,
+    }  # fmt: skip
     info = client.get("/api/v1/model").json()
     assert info["version"] == "test-a" and info["eval"] == {"bleu4": 0.5, "perplexity": 123.0}
     assert "测试模型" in info["model_card"] and info["fingerprints"] == len(PAIRS)

@@ -45,6 +45,7 @@ def test_type_submit_vote_and_find_it_stored(live: LiveServer, settings: Setting
                 d.dismiss()
 
             page.on("dialog", on_dialog)
+            refused = csp_violations(page)
             page.goto(live.url + "/")
             expect(page.locator("h1")).to_have_text("对联")
 
@@ -76,6 +77,7 @@ def test_type_submit_vote_and_find_it_stored(live: LiveServer, settings: Setting
             page.click("#own button[type=submit]")
             expect(page.locator("#own-result")).to_contain_text("已收到")
 
+            assert refused == []  # the page works under its Content-Security-Policy
             shot = work_dir() / "screenshots" / "page.png"
             shot.parent.mkdir(parents=True, exist_ok=True)
             page.screenshot(path=str(shot), full_page=True)
@@ -86,6 +88,37 @@ def test_type_submit_vote_and_find_it_stored(live: LiveServer, settings: Setting
     with sqlite3.connect(db) as con:
         stored = con.execute("SELECT kind, upper, lower, vote FROM feedback ORDER BY id").fetchall()
     assert stored == [("vote", upper, "".join(first_line), 1), ("own", upper, "红梅白雪，万里诗篇", None)]
+
+
+def csp_violations(page: Any) -> list[str]:
+    """What the browser refuses under the Content-Security-Policy, as it happens."""
+    refused: list[str] = []
+    page.on("console", lambda m: refused.append(m.text) if "Content Security Policy" in m.text else None)
+    return refused
+
+
+def test_the_api_page_renders_offline_under_its_policy(live: LiveServer) -> None:
+    """/docs: the bundled Swagger UI, from local files, shows the operations (it answered the
+    3.1 document with "Unable to render this definition"), and the browser refuses nothing."""
+    from playwright.sync_api import expect, sync_playwright
+
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
+        try:
+            page = browser.new_page()
+            refused = csp_violations(page)
+            outside: list[str] = []
+            page.on("request", lambda r: outside.append(r.url) if not r.url.startswith(live.url) else None)
+            page.goto(live.url + "/docs")
+            expect(page.locator(".opblock-summary-path").first).to_be_visible()
+            paths = page.locator(".opblock-summary-path").all_text_contents()
+            assert {"/api/v1/generate", "/api/v1/feedback", "/api/v1/health"} <= {p.strip() for p in paths}
+            assert "Unable to render" not in page.content()
+            page.locator(".opblock-summary-path", has_text="/api/v1/generate").first.click()
+            expect(page.locator(".opblock-body").first).to_be_visible()
+            assert refused == [] and [u for u in outside if not u.startswith("data:")] == []
+        finally:
+            browser.close()
 
 
 def answer(page: Any, upper: str) -> None:

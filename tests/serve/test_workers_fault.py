@@ -1,0 +1,186 @@
+"""Decode workers killed with SIGKILL, as the OOM killer would: real worker processes, real
+signals. A dead worker's pool is replaced, the request it held gets a bilingual 503 with
+Retry-After, /health says "degraded" (503) until the workers run again, and a killed server
+leaves no worker behind."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from fastapi.testclient import TestClient
+
+from crawler.localredis import free_port
+from serve.couplets import PooledModel
+from serve.main import create_app
+from serve.settings import Settings
+from tests.serve.conftest import PAIRS
+
+pytestmark = pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc (Linux)")
+
+
+def running(pid: int) -> bool:
+    """The process exists and has not ended (a zombie waiting for its parent has ended)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+
+
+def wait_until(condition: object, timeout: float, what: str) -> None:
+    assert callable(condition)
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not within {timeout} s: {what}")
+        time.sleep(0.05)
+
+
+def children(pid: int) -> list[int]:
+    """The decode workers (spawned multiprocessing children, not its resource tracker) of ``pid``."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ")
+        except OSError:
+            continue
+        ppid = int(stat.rsplit(")", 1)[1].split()[1])
+        if ppid == pid and b"spawn_main" in cmdline and b"resource_tracker" not in cmdline:
+            found.append(int(entry.name))
+    return sorted(found)
+
+
+def assert_bilingual_503(r: httpx.Response) -> None:
+    assert r.status_code == 503, r.text
+    detail = r.json()["detail"]
+    assert " / " in detail and "解码" in detail and "retry" in detail
+    assert int(r.headers["Retry-After"]) >= 1
+
+
+@pytest.fixture
+def pooled(settings: Settings, bundle_a: Path, tmp_path: Path) -> Iterator[tuple[TestClient, Path]]:
+    """A server with two decode workers on its own copy of the bundle (a test may move it away)."""
+    bundle = tmp_path / "bundle"
+    shutil.copytree(bundle_a, bundle)
+    update = {"decode_processes": 2, "model_dir": bundle, "worker_restart_wait": 1.0}
+    with TestClient(create_app(settings.model_copy(update=update))) as client:
+        yield client, bundle
+
+
+def test_a_killed_worker_is_replaced_and_health_is_degraded_meanwhile(
+    pooled: tuple[TestClient, Path],
+) -> None:
+    client, bundle = pooled
+    model = client.app.state.service.model  # type: ignore[attr-defined]
+    assert isinstance(model, PooledModel)
+    old = list(model.pids)
+    r = client.get("/api/v1/health")
+    assert r.status_code == 200 and r.json()["status"] == "ok"
+    assert (r.json()["decode_workers"], r.json()["decode_workers_wanted"]) == (2, 2)
+
+    # The replacement cannot start while the bundle is away: the degraded state lasts until it is back.
+    away = bundle.with_name("away")
+    bundle.rename(away)
+    os.kill(old[0], signal.SIGKILL)
+    wait_until(lambda: not running(old[0]), 10, "the killed worker ends")
+    # the server notices at once or nearly (its threads share two busy cores); then it stays
+    # degraded, as its replacement cannot start
+    wait_until(lambda: client.get("/api/v1/health").status_code == 503, 10, "health turns degraded")
+    r = client.get("/api/v1/health")
+    assert r.status_code == 503 and r.json()["status"] == "degraded", r.text
+    assert r.json()["decode_workers"] < 2 and int(r.headers["Retry-After"]) >= 1
+    assert_bilingual_503(client.post("/api/v1/generate", json={"upper": "春风得意"}))
+
+    away.rename(bundle)
+    wait_until(lambda: client.get("/api/v1/health").status_code == 200, 180, "the workers run again")
+    r = client.post("/api/v1/generate", json={"upper": PAIRS[1][0], "n": 3})
+    assert r.status_code == 200 and r.json()["candidates"], r.text
+    assert client.get("/api/v1/health").json()["decode_workers"] == 2
+    assert model.restarts >= 1 and not set(model.pids) & set(old)
+    wait_until(lambda: not any(running(pid) for pid in old), 30, "the broken pool's other worker ends")
+
+
+def test_the_request_a_dying_worker_held_gets_503_and_the_next_is_answered(
+    pooled: tuple[TestClient, Path],
+) -> None:
+    client, _ = pooled
+    model = client.app.state.service.model  # type: ignore[attr-defined]
+    assert isinstance(model, PooledModel)
+    old = list(model.pids)
+    for pid in old:  # stopped: the request stays in the workers' hands until one is killed
+        os.kill(pid, signal.SIGSTOP)
+    answer: list[httpx.Response] = []
+    try:
+        asking = threading.Thread(
+            target=lambda: answer.append(client.post("/api/v1/generate", json={"upper": "海阔天空"}))
+        )
+        asking.start()
+        wait_until(lambda: bool(model.pool._pending_work_items), 30, "the request reaches the pool")
+        os.kill(old[0], signal.SIGKILL)
+        asking.join(timeout=60)
+        assert answer, "no answer to the request the dead worker held"
+    finally:
+        for pid in old:
+            if running(pid):
+                os.kill(pid, signal.SIGCONT)
+    assert_bilingual_503(answer[0])
+    # the next request waits for the new pool (or is refused in the same words while it starts)
+    wait_until(lambda: client.get("/api/v1/health").status_code == 200, 180, "the workers run again")
+    r = client.post("/api/v1/generate", json={"upper": "海阔天空", "n": 2})
+    assert r.status_code == 200 and r.json()["candidates"], r.text
+    assert not set(model.pids) & set(old)
+
+
+def test_a_killed_server_leaves_no_decode_worker(bundle_a: Path, tmp_path: Path) -> None:
+    port = free_port()
+    env = {
+        **os.environ,
+        "DUILIAN_WORK_DIR": str(tmp_path / "work"),
+        "DUILIAN_SERVE_DECODE_PROCESSES": "2",
+        "DUILIAN_SERVE_RUNTIME": "torch",
+    }
+    args = ["--model", str(bundle_a), "--database-url", f"sqlite:///{tmp_path}/f.db", "--port", str(port)]
+    server = subprocess.Popen(
+        [sys.executable, "-m", "serve", *args, "--log-level", "warning"],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    workers: list[int] = []
+    try:
+
+        def up() -> bool:
+            assert server.poll() is None, server.stderr.read() if server.stderr else ""
+            try:
+                return httpx.get(f"http://127.0.0.1:{port}/api/v1/health", timeout=5).status_code == 200
+            except httpx.TransportError:
+                return False
+
+        wait_until(up, 240, "the server answers")
+        workers = children(server.pid)
+        assert len(workers) == 2, workers
+        r = httpx.post(f"http://127.0.0.1:{port}/api/v1/generate", json={"upper": "春风得意"}, timeout=60)
+        assert r.status_code == 200, r.text
+        server.send_signal(signal.SIGKILL)
+        server.wait(timeout=30)
+        wait_until(lambda: not any(running(pid) for pid in workers), 15, "the orphaned workers exit")
+    finally:
+        if server.poll() is None:
+            server.kill()
+            server.wait()
+        for pid in workers:  # only the workers this test's server started
+            if running(pid):
+                os.kill(pid, signal.SIGKILL)
