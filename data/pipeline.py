@@ -26,6 +26,7 @@ from typing import cast
 
 import numpy as np
 
+from data.banners import BANNERS_FILE, build_banners
 from data.chars import CharBatch
 from data.config import DataConfig
 from data.dedup import Deduper
@@ -395,6 +396,9 @@ def _run(config: DataConfig) -> dict:
     report["dedup_examples"] = dict(dedup.examples)
     with timer("split"):
         train = _split_and_write(kept, test, config, report)
+    with timer("banners"):  # 横批: phrases and character vectors from the vetted training pairs
+        banners = build_banners(train, pf.sensitive).save(config.out_dir / BANNERS_FILE)
+    report["banners"] = {"file": banners.name, "bytes": banners.stat().st_size}
     with timer("vocab"):
         vocab = build_vocab(train, config, report)
         # as the model meets them: normalised like every input (a served upper line too)

@@ -23,7 +23,7 @@ from swagger_ui_bundle import swagger_ui_path
 from serve.couplets import CoupletService, Engine, extra_filter, load_served
 from serve.db import FeedbackStore, make_engine
 from serve.ratelimit import RateLimiter
-from serve.routers import admin, feedback, generate, info, site
+from serve.routers import admin, banners, feedback, generate, info, scroll, site
 from serve.settings import Settings
 
 log = logging.getLogger("serve")
@@ -78,7 +78,14 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         redirect_slashes=False,  # a redirect would be built from the request's Host header
     )
     app.state.settings = settings
-    for router in (generate.router, feedback.router, info.router, admin.router):
+    for router in (
+        generate.router,
+        banners.router,
+        scroll.router,
+        feedback.router,
+        info.router,
+        admin.router,
+    ):
         app.include_router(router, prefix="/api/v1")
     app.include_router(site.router)
     app.mount("/static", StaticFiles(directory=settings.web_dir), name="static")

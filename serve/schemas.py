@@ -63,6 +63,16 @@ class RuleReportOut(RuleReport):
         return super().hard_ok
 
 
+class Banner(BaseModel):
+    text: str = Field(description="横批: four characters")
+    tones: list[str] = Field(description="平, 仄, 中 (either) or empty, one per character")
+    score: float = Field(
+        description="fit to the couplet's theme: the cosine between the mean character vectors of the "
+        "phrase and of the couplet (vectors learned from character co-occurrence in the corpora), plus "
+        "a small bonus for common phrases; higher fits better"
+    )
+
+
 class Candidate(BaseModel):
     text: str
     rank_score: float = Field(
@@ -76,6 +86,11 @@ class Candidate(BaseModel):
     )
     tones: list[str] = Field(description="平, 仄, 中 (either) or empty, one per character")
     report: RuleReportOut
+    banners: list[Banner] = Field(
+        default_factory=list,
+        description="up to 5 横批 for the couplet of the upper line and this candidate, best fit first "
+        "(empty when the model has no 横批 table)",
+    )
 
 
 class GenerateResponse(BaseModel):
@@ -92,6 +107,12 @@ class GenerateResponse(BaseModel):
     )
     filtered: int = Field(description="candidates withheld by the sensitive-word filter")
     model_version: str
+
+
+class BannersResponse(BaseModel):
+    upper: str = Field(description="the upper line as normalised")
+    lower: str = Field(description="the lower line as normalised")
+    banners: list[Banner] = Field(description="横批, best fit to the couplet's theme first")
 
 
 class FeedbackRequest(Request):

@@ -40,6 +40,11 @@ class Settings(BaseSettings):
         default=None, description="an extra sensitive-word list (one a line)"
     )
     sensitive_allow: Path | None = Field(default=None, description="allow-list for the extra word list")
+    banners: Path | None = Field(
+        default=None,
+        description="the 横批 table (banners.npz: make data writes work/data/banners.npz, python -m "
+        "data.banners builds one from the corpora); None: the served bundle's, else no 横批",
+    )
     web_dir: Path = ROOT / "web"
 
     max_chars: int = Field(default=32, description="longest upper line accepted")

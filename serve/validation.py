@@ -83,3 +83,15 @@ def clean_chars(raw: str | None, name: tuple[str, str]) -> str | None:
     if not all(is_han(ch) for ch in chars):
         raise refuse(f"{zh}只能是汉字", f"{en} must be Chinese characters.")
     return chars
+
+
+def clean_couplet(upper: str, lower: str, max_chars: int) -> tuple[str, str]:
+    """Both lines cleaned as :func:`clean_line` does, and of one length, or a 422."""
+    up = clean_line(upper, max_chars)
+    low = clean_line(lower, max_chars, ("下联", "The lower line"))
+    if len(up) != len(low):
+        raise refuse(
+            f"上联和下联要一样长（上联 {len(up)} 个字，下联 {len(low)} 个字）",
+            f"The upper and lower lines must be the same length ({len(up)} and {len(low)}).",
+        )
+    return up, low

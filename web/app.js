@@ -3,6 +3,7 @@
 
 const $ = (id) => document.getElementById(id);
 let shown = null; // the last answer of /api/v1/generate
+let drawnScroll = null; // the 春联 on show: { lower, svg } (svg: the server's SVG text)
 // a character the server mirrors from the upper line (punctuation, symbols): no lock box
 const PUNCTUATION = /[\p{P}\p{S}]/u;
 
@@ -31,10 +32,9 @@ function announce(message) {
   $("status").textContent = message; // a polite live region: screen readers hear it
 }
 
-async function api(path, body) {
-  let response;
+async function send(path, body) {
   try {
-    response = await fetch(path, {
+    return await fetch(path, {
       method: body === undefined ? "GET" : "POST",
       headers: body === undefined ? {} : { "Content-Type": "application/json" },
       body: body === undefined ? undefined : JSON.stringify(body),
@@ -44,17 +44,23 @@ async function api(path, body) {
     // English text ("Failed to fetch") says nothing to the reader
     throw new Error("无法连接服务器，请稍后再试 / Cannot reach the server; try again later");
   }
+}
+
+async function refusal(response) {
   let data = null;
   try {
     data = await response.json();
   } catch (_) {
     data = null;
   }
-  if (!response.ok) {
-    const detail = data && data.detail;
-    throw new Error(typeof detail === "string" ? detail : `出错了 / Error ${response.status}`);
-  }
-  return data;
+  const detail = data && data.detail;
+  return new Error(typeof detail === "string" ? detail : `出错了 / Error ${response.status}`);
+}
+
+async function api(path, body) {
+  const response = await send(path, body);
+  if (!response.ok) throw await refusal(response);
+  return response.json();
 }
 
 // Arrow keys move between a line's character buttons; Tab enters the line once (at the
@@ -171,6 +177,28 @@ async function vote(item, candidate, value) {
   }
 }
 
+// The 横批 the server ranked for this couplet, each with its tone marks; one click draws the
+// 春联 with it.
+function bannersView(candidate) {
+  const box = el("div", "banners");
+  box.append(el("span", "banners-label", "横批"));
+  for (const banner of candidate.banners) {
+    const button = el("button", "banner");
+    button.type = "button";
+    button.title = `以「${banner.text}」为横批画春联（契合度 ${banner.score.toFixed(2)}）`;
+    button.setAttribute("aria-label", `横批「${banner.text}」，画成春联`);
+    const line = lineView(banner.text, banner.tones);
+    line.className = "banner-line"; // not a candidate's .line: its characters are no lower line
+    button.append(line);
+    button.addEventListener("click", () => {
+      $("banner").value = banner.text;
+      showScroll(candidate.text);
+    });
+    box.append(button);
+  }
+  return box;
+}
+
 function candidateView(candidate) {
   const item = el("li", "candidate");
   item.append(lineView(candidate.text, candidate.tones, lockAt));
@@ -187,8 +215,17 @@ function candidateView(candidate) {
   down.addEventListener("click", () => vote(item, candidate, -1));
   const status = el("span", "vote-status");
   status.setAttribute("role", "status");
-  votes.append(up, down, status);
+  const toScroll = el("button", "to-scroll", "春联");
+  toScroll.type = "button";
+  toScroll.title = "画成春联，可下载打印";
+  toScroll.addEventListener("click", () => {
+    const best = candidate.banners && candidate.banners[0];
+    if (best && !$("banner").value.trim()) $("banner").value = best.text;
+    showScroll(candidate.text);
+  });
+  votes.append(up, down, toScroll, status);
   item.append(votes);
+  if (candidate.banners && candidate.banners.length) item.append(bannersView(candidate));
   return item;
 }
 
@@ -210,6 +247,8 @@ function render(answer) {
   $("candidates").replaceChildren(...answer.candidates.map(candidateView));
   $("none").hidden = answer.candidates.length > 0;
   $("own-result").hidden = true;
+  $("scroll-box").hidden = true; // the picture was of the last answer's couplet
+  drawnScroll = null;
   $("result").hidden = false;
   announce(answer.candidates.length ? `得到 ${answer.candidates.length} 条下联` : "没有合适的下联");
 }
@@ -240,6 +279,135 @@ async function ask(event) {
   }
 }
 
+// The 春联: the server draws it (GET /api/v1/scroll.svg, one drawing for the page and for
+// anyone embedding it); the page shows that SVG inline and makes the PNG from it.
+async function showScroll(lower) {
+  if (!shown) return;
+  const upper = shown.upper;
+  const params = new URLSearchParams({ upper, lower, order: $("banner-order").value });
+  const banner = $("banner").value.trim();
+  if (banner) params.set("banner", banner);
+  $("scroll-box").hidden = false;
+  $("scroll-error").hidden = true;
+  try {
+    const response = await send("/api/v1/scroll.svg?" + params);
+    if (!response.ok) throw await refusal(response);
+    const svg = await response.text();
+    const doc = new DOMParser().parseFromString(svg, "image/svg+xml");
+    const root = doc.documentElement;
+    if (root.localName !== "svg" || doc.querySelector("parsererror")) {
+      throw new Error("春联图片无法读取 / The picture could not be read");
+    }
+    if (!shown || shown.upper !== upper) return; // a newer answer came meanwhile
+    $("scroll").replaceChildren(document.importNode(root, true));
+    drawnScroll = { lower, svg };
+    $("download-status").textContent = "";
+    announce("春联已画好");
+  } catch (error) {
+    $("scroll-error").textContent = error.message;
+    $("scroll-error").hidden = false;
+  }
+  $("scroll-box").scrollIntoView({ block: "nearest" });
+}
+
+function redrawScroll() {
+  if (drawnScroll) showScroll(drawnScroll.lower);
+}
+
+function save(blob, name) {
+  const link = el("a");
+  link.href = URL.createObjectURL(blob);
+  link.download = name;
+  document.body.append(link);
+  link.click();
+  link.remove();
+  setTimeout(() => URL.revokeObjectURL(link.href), 60000);
+}
+
+const CRC_TABLE = (() => {
+  const table = new Uint32Array(256);
+  for (let n = 0; n < 256; n++) {
+    let c = n;
+    for (let k = 0; k < 8; k++) c = c & 1 ? 0xedb88320 ^ (c >>> 1) : c >>> 1;
+    table[n] = c >>> 0;
+  }
+  return table;
+})();
+
+function crc32(bytes) {
+  let c = 0xffffffff;
+  for (const b of bytes) c = CRC_TABLE[(c ^ b) & 0xff] ^ (c >>> 8);
+  return (c ^ 0xffffffff) >>> 0;
+}
+
+// The canvas writes no resolution: a pHYs chunk after IHDR tells printing programs the dpi.
+async function withDpi(blob, dpi) {
+  const png = new Uint8Array(await blob.arrayBuffer());
+  if (String.fromCharCode(...png.subarray(12, 16)) !== "IHDR") return blob;
+  const chunk = new Uint8Array(21);
+  const view = new DataView(chunk.buffer);
+  const perMetre = Math.round(dpi / 0.0254);
+  view.setUint32(0, 9);
+  chunk.set([0x70, 0x48, 0x59, 0x73], 4); // "pHYs"
+  view.setUint32(8, perMetre);
+  view.setUint32(12, perMetre);
+  chunk[16] = 1; // the unit is the metre
+  view.setUint32(17, crc32(chunk.subarray(4, 17)));
+  return new Blob([png.subarray(0, 33), chunk, png.subarray(33)], { type: "image/png" });
+}
+
+// The PNG at print size: the server's SVG drawn on a canvas of (size in mm / 25.4 × dpi) pixels.
+async function pngOf(svg) {
+  const doc = new DOMParser().parseFromString(svg, "image/svg+xml");
+  const root = doc.documentElement;
+  const dpi = Number(root.getAttribute("data-print-dpi")) || 300;
+  const width = Math.round((Number(root.getAttribute("data-width-mm")) / 25.4) * dpi);
+  const height = Math.round((Number(root.getAttribute("data-height-mm")) / 25.4) * dpi);
+  root.setAttribute("width", width);
+  root.setAttribute("height", height);
+  // a data: URL, not a blob: one: the page's Content-Security-Policy allows images from data:
+  const url = "data:image/svg+xml;charset=utf-8," + encodeURIComponent(new XMLSerializer().serializeToString(doc));
+  const canvas = document.createElement("canvas");
+  try {
+    const image = new Image();
+    image.src = url;
+    await image.decode();
+    canvas.width = width;
+    canvas.height = height;
+    canvas.getContext("2d").drawImage(image, 0, 0, width, height);
+    const png = await new Promise((resolve) => canvas.toBlob(resolve, "image/png"));
+    if (!png) throw new Error("图片太大，浏览器无法生成 PNG / The browser could not make a PNG this large");
+    return { blob: await withDpi(png, dpi), width, height, dpi };
+  } finally {
+    canvas.width = canvas.height = 0; // hands the pixels back at once
+  }
+}
+
+function scrollName(ext) {
+  return `春联-${shown ? shown.upper.replace(/[\p{P}\p{S}\s]/gu, "") : "duilian"}.${ext}`;
+}
+
+function downloadSvg() {
+  if (!drawnScroll) return;
+  save(new Blob([drawnScroll.svg], { type: "image/svg+xml" }), scrollName("svg"));
+}
+
+async function downloadPng() {
+  const button = $("download-png");
+  if (!drawnScroll || button.disabled) return;
+  button.disabled = true;
+  $("download-status").textContent = "正在生成 PNG……";
+  try {
+    const png = await pngOf(drawnScroll.svg);
+    save(png.blob, scrollName("png"));
+    $("download-status").textContent = `PNG 已生成：${png.width} × ${png.height} 像素，${png.dpi} dpi`;
+  } catch (error) {
+    $("download-status").textContent = error.message || "PNG 生成失败 / The PNG could not be made";
+  } finally {
+    button.disabled = false;
+  }
+}
+
 async function submitOwn(event) {
   event.preventDefault();
   const result = $("own-result");
@@ -262,6 +430,10 @@ document.addEventListener("DOMContentLoaded", () => {
   $("ask").addEventListener("submit", ask);
   $("own").addEventListener("submit", submitOwn);
   $("upper").addEventListener("input", rebuildLocks);
+  $("banner").addEventListener("change", redrawScroll);
+  $("banner-order").addEventListener("change", redrawScroll);
+  $("download-svg").addEventListener("click", downloadSvg);
+  $("download-png").addEventListener("click", downloadPng);
   api("/api/v1/model")
     .then((info) => {
       $("model-version").textContent = `模型 ${info.version}`;

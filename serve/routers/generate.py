@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from fastapi import APIRouter, HTTPException, status
+from starlette.concurrency import run_in_threadpool
 
 from model.decoding.plan import ConstraintError
+from serve.banners import banner_table, with_banners
 from serve.couplets import Busy, Query, WorkerLost
 from serve.deps import RateLimited, ServiceDep, SettingsDep
 from serve.routers.info import RESTART_RETRY_AFTER
@@ -35,7 +37,7 @@ async def generate(body: GenerateRequest, settings: SettingsDep, service: Servic
     if query.required_first is not None and len(query.required_first) != 1:
         raise refuse("藏头只能是一个字", "The required first character must be one character.")
     try:
-        return await service.generate(query)
+        answer = await service.generate(query)
     except Busy as exc:
         raise HTTPException(
             status.HTTP_503_SERVICE_UNAVAILABLE,
@@ -55,3 +57,11 @@ async def generate(body: GenerateRequest, settings: SettingsDep, service: Servic
         raise HTTPException(
             status.HTTP_422_UNPROCESSABLE_CONTENT, detail=f"请求无法处理 / Cannot do this request: {exc}"
         ) from exc
+    table = await run_in_threadpool(banner_table, settings, service.model)  # loaded on first use
+    if table is None:
+        return answer
+    # about 2 ms a candidate: off the event loop
+    candidates = await run_in_threadpool(
+        with_banners, answer.candidates, table, answer.upper, query.tone_mode
+    )
+    return answer.model_copy(update={"candidates": candidates})
