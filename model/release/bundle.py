@@ -5,6 +5,8 @@ Layout of a bundle folder::
     model.pt          checkpoint with fp16 weights, no optimizer state
     proposer.pt       optional: an encoder-only proposer (model/net/tagger.py), fp16, same vocabulary
     fingerprints.npy  sorted uint64 fingerprints of the normalised training upper lines
+    banners.npz       optional: the 横批 phrases and character vectors (data/banners.py), copied
+                      from the data stage's folder; corpus text, AGPL-3.0 like the model
     pairing.npz       optional: how well characters pair at one position, counted from the
                       training pairs (data/pairing.py); the decoder adds it to its scores
     known_lowers.txt.xz  optional: the training pairs' lower lines, one record per fingerprint
@@ -32,6 +34,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from data.banners import BANNERS_FILE
 from data.pairing import PairingTable
 from data.sensitive import SensitiveFilter
 from data.vocab import Vocab
@@ -105,6 +108,7 @@ def export_bundle(
     train_uppers: Iterable[str] = (),
     train_pairs: Iterable[tuple[str, str]] | None = None,
     pairing: PairingTable | None = None,
+    banners: Path | None = None,
     sensitive_hashes: np.ndarray | None = None,
     sensitive_max_len: int | None = None,
     model_card: str = "",
@@ -120,7 +124,7 @@ def export_bundle(
     ``sensitive_max_len``: the longest hashed word's length (the filter checks no longer
     substrings). ``train_pairs``, when given, stands for ``train_uppers`` and also writes the
     known lower lines and, unless ``pairing`` is given (counted from them already), the
-    pairing table."""
+    pairing table. ``banners``: a 横批 table (banners.npz) to carry."""
     out = Path(out_dir)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
@@ -142,6 +146,8 @@ def export_bundle(
             pairing = pairing if pairing is not None else PairingTable.count(pairs)
         if pairing is not None:
             pairing.save(tmp / PAIRING_FILE)
+        if banners is not None:
+            shutil.copyfile(banners, tmp / BANNERS_FILE)
         hashes = np.zeros(0, np.uint64) if sensitive_hashes is None else np.asarray(sensitive_hashes)
         _save_npy(tmp / SENSITIVE_FILE, hashes)
         (tmp / MODEL_CARD).write_text(model_card, encoding="utf-8")

@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from data.banners import BANNERS_FILE
 from data.pairing import PairingTable
 from data.paths import corpus_dir, default_model_dir, work_dir
 from data.sensitive import hash_words, normalised
@@ -110,6 +111,7 @@ def finish(
         vocab,
         train_pairs=train_pairs,
         pairing=pairing,
+        banners=folder / BANNERS_FILE if (folder / BANNERS_FILE).is_file() else None,
         sensitive_hashes=hashes,
         sensitive_max_len=longest,
         data_card=data_card.read_text("utf-8") if data_card.exists() else "",

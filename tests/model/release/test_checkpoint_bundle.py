@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 import torch
 
+from data.banners import BANNERS_FILE
 from data.pairing import PairingTable
 from data.vocab import Vocab
 from model.net.checkpoint import load_checkpoint, load_model, save
@@ -107,6 +108,11 @@ def test_bundle_carries_the_pairing_table_of_its_training_pairs(tmp_path, vocab:
         assert np.array_equal(getattr(b.pairing, name), getattr(counted, name))
     plain = export_bundle(tmp_path / "plain", model, vocab, train_uppers=[pairs[0][0]])
     assert load_bundle(plain).pairing is None and not (plain / PAIRING_FILE).exists()
+    assert not (out / BANNERS_FILE).exists()
+    phrases = tmp_path / "phrases.npz"
+    phrases.write_bytes(b"a banners table")
+    with_banners = export_bundle(tmp_path / "banners", model, vocab, train_uppers=["x"], banners=phrases)
+    assert (with_banners / BANNERS_FILE).read_bytes() == b"a banners table"
     (out / PAIRING_FILE).write_bytes(b"not a table")
     with pytest.raises(ValueError, match="not a pairing table"):
         load_bundle(out)
