@@ -8,7 +8,7 @@ out, and the phrases are ranked for the rest of the couplet (the line's other cl
 the other line). Reported per scoring: the held-out clause's recall in the top 5, its mean
 reciprocal rank and its median rank among all phrases; and how often the clause fits its own
 couplet better than a random other couplet of the set (0.5 = no theme signal). The test
-pairs are not in the table's sources (python -m data.banners leaves out the test upper lines).
+pairs are not in the table's sources (python -m data.build_banners leaves out the test upper lines).
 """
 
 from __future__ import annotations

@@ -101,7 +101,7 @@ def test_banners_in_openapi(with_table: TestClient) -> None:
     assert set(spec["components"]["schemas"]["Banner"]["properties"]) == {"text", "tones", "score"}
 
 
-# The shipped bundle's table (models/default/banners.npz, built by python -m data.banners)
+# The shipped bundle's table (models/default/banners.npz, built by python -m data.build_banners)
 
 SHIPPED = default_model_dir() / BANNERS_FILE
 
