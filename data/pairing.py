@@ -31,7 +31,7 @@ import numpy as np
 from data.text import PUNCTUATION
 
 PSEUDO_COUNT = 5.0  # K above
-FLOOR = 0.1  # smaller scores are not kept (they change the search by less than rounding would)
+FLOOR = 0.3  # smaller scores are not kept: 336k of the 1.04M pairs above 0.1 (1.2 MB against 3.5)
 MAX_SCORE = 3.0
 FORMAT = 1
 
