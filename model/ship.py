@@ -3,12 +3,7 @@
     python3 -m model.ship pack RUN OUT [--preset gpu]          # there (scripts/device_train.sh)
     python -m model.ship finish DIR [--data-dir .carry/data] [--ship]   # here (scripts/device_finish.sh)
 
-``pack`` keeps what finishing needs and drops the rest: the best checkpoint of RUN and of its
-proposer (``RUN/proposer``) as fp16 weight-only checkpoints (no optimizer state), their
-logs, plots and configs, and ``device.json`` (preset, hardware, versions). It writes them as
-one tar file, ``OUT/run.tar``, cut into ``OUT/run.tar.part-000``, ``-001``, ... of 15 MiB when
-larger, because the device tool returns at most 8 files of at most 16 MiB each. To join by
-hand: ``cat run.tar.part-* > run.tar && tar -xf run.tar`` (the members sit under ``run/``).
+``pack``: model/training/pack.py says what it keeps and how the parts are joined by hand.
 
 ``finish`` takes such a folder (or an unpacked run folder), unpacks it into ``--into``
 (default ``work/device/<time>``), evaluates the model on the test set with its proposer,
