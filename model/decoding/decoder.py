@@ -26,6 +26,7 @@ from data.rules import check
 from data.text import is_punct
 from data.tones import Tone, mark
 from data.vocab import Vocab
+from model.decoding.blocked import BlockedWords, NoBlockedWords
 from model.decoding.onnx_engine import OnnxTagger, OnnxTransformer
 from model.decoding.options import MAX_CANDIDATES, RUNTIMES, Candidate, DecodeOptions, DecodeResult, Runtime
 from model.decoding.plan import ConstraintError, Plan, plan_request
@@ -62,6 +63,7 @@ class Decoder:
         proposer: CoupletTagger | None = None,
         runtime: Runtime = "torch",
         pairing: PairingTable | None = None,
+        blocked: BlockedWords | None = None,
     ) -> None:
         """``int8``: decode with copies of the models whose linear layers run in int8
         (dynamic quantisation: 1.2-1.7x faster steps on a CPU, logits within ~0.1).
@@ -75,7 +77,9 @@ class Decoder:
         ``runtime``: ``torch`` (eager PyTorch) or ``onnx`` (the models' graphs exported to
         ONNX Runtime, model/decoding/onnx_engine.py: PyTorch's results in fp32, steps 2-4x faster).
         ``pairing``: how well characters pair at one position (data/pairing.py), added to the
-        search's scores with ``DecodeOptions.pairing_weight``."""
+        search's scores with ``DecodeOptions.pairing_weight``.
+        ``blocked``: words no candidate may complete (model/decoding/blocked.py), where they
+        would be words of the line; locks that spell one raise ConstraintError."""
         if proposer is not None and not isinstance(model, CoupletTransformer):
             raise ValueError("a proposer's candidates are rescored by an encoder-decoder model")
         # the output layer's weight, transposed (d, V), for the shortlists' columns
@@ -91,6 +95,11 @@ class Decoder:
         pieces = vocab.pieces + [""] * (size - len(vocab))  # ids past the vocabulary: never
         self.tables = VocabTables.build(vocab, pieces)
         self.pairing = None if pairing is None else _PairingRows(pairing, pieces)
+        if blocked is not None and blocked.vocab_size not in (len(vocab), size):
+            raise ValueError(
+                f"the blocked words are for {blocked.vocab_size} ids, the vocabulary has {len(vocab)}"
+            )
+        self.blocked = blocked if blocked is not None and len(blocked) else None
 
     def plan(self, upper: str, options: DecodeOptions) -> Plan:
         if len(upper) + 1 > self.model.cfg.max_len:
@@ -99,7 +108,7 @@ class Decoder:
                 f"上联太长（{len(upper)}字），最多{self.model.cfg.max_len - 1}字",
                 f"the upper line has {len(upper)} characters; at most {self.model.cfg.max_len - 1}",
             )
-        return plan_request(
+        plan = plan_request(
             upper,
             self.vocab,
             self.tables,
@@ -110,6 +119,9 @@ class Decoder:
             required_first=options.required_first,
             required_chars=options.required_chars,
         )
+        if self.blocked is not None:
+            self.blocked.check_plan(plan)
+        return plan
 
     def generate(self, upper: str, options: DecodeOptions | None = None) -> DecodeResult:
         return self.generate_batch([upper], options)[0]
@@ -137,6 +149,8 @@ class Decoder:
     def _decode(self, plans: list[Plan], options: DecodeOptions) -> list[DecodeResult]:
         weights = Weights(options.rhythm_weight, options.three_level_weight)
         position, stepwise = build_rules(plans, self.tables, weights)
+        if self.blocked is not None:
+            stepwise.append(NoBlockedWords(plans, self.blocked))
         length = plans[0].length
         table = fuse(position, len(plans), length, self.tables.size)  # (N, L+1, V)
         src = torch.tensor([self.vocab.encode(p.upper) for p in plans])  # (N, L)

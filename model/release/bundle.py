@@ -12,6 +12,9 @@ Layout of a bundle folder::
     known_lowers.txt.xz  optional: the training pairs' lower lines, one record per fingerprint
                       (model.release.fingerprint.KnownLowers), so a fresh clone shows a known couplet's
                       lower lines without the corpus; corpus text, AGPL-3.0 like the model
+    blocked.npz       optional: the sensitive words as the search's table (model/decoding/blocked.py:
+                      keys of each word's head, ids of its last character; no text), so
+                      that no candidate completes a listed word
     sensitive.npy     hashed sensitive words (``data.sensitive.hash_words``); the longest
                       word's length is ``sensitive_max_len`` in model.pt's meta
     MODEL_CARD.md, DATA_CARD.md, eval.json
@@ -38,6 +41,7 @@ from data.banners import BANNERS_FILE
 from data.pairing import PairingTable
 from data.sensitive import SensitiveFilter
 from data.vocab import Vocab
+from model.decoding.blocked import BLOCKED_FILE, BlockedWords
 from model.net.checkpoint import (
     CoupletModel,
     atomic_save,
@@ -77,6 +81,7 @@ class Bundle:
     proposer: CoupletTagger | None = None
     known: KnownLowers | None = None
     pairing: PairingTable | None = None
+    blocked: BlockedWords | None = None
 
     def in_training_data(self, upper: str) -> bool:
         return self.fingerprints.contains(upper)
@@ -111,6 +116,7 @@ def export_bundle(
     banners: Path | None = None,
     sensitive_hashes: np.ndarray | None = None,
     sensitive_max_len: int | None = None,
+    blocked: BlockedWords | None = None,
     model_card: str = "",
     data_card: str = "",
     data_report: dict[str, Any] | None = None,
@@ -150,6 +156,8 @@ def export_bundle(
             shutil.copyfile(banners, tmp / BANNERS_FILE)
         hashes = np.zeros(0, np.uint64) if sensitive_hashes is None else np.asarray(sensitive_hashes)
         _save_npy(tmp / SENSITIVE_FILE, hashes)
+        if blocked is not None:
+            blocked.save(tmp / BLOCKED_FILE)
         (tmp / MODEL_CARD).write_text(model_card, encoding="utf-8")
         (tmp / DATA_CARD).write_text(data_card, encoding="utf-8")
         if data_report:
@@ -201,6 +209,11 @@ def load_bundle(path: str | os.PathLike[str], dtype: torch.dtype = torch.float32
     ev = json.loads(_read_text(root / EVAL_FILE) or "{}")
     known = KnownLowers.load(fps, root / KNOWN_FILE) if (root / KNOWN_FILE).is_file() else None
     pairing = PairingTable.load(root / PAIRING_FILE) if (root / PAIRING_FILE).is_file() else None
+    blocked = BlockedWords.load(root / BLOCKED_FILE) if (root / BLOCKED_FILE).is_file() else None
+    if blocked is not None and blocked.vocab_size != len(vocab):
+        raise ValueError(
+            f"{root / BLOCKED_FILE} is for a vocabulary of {blocked.vocab_size}, not {len(vocab)}"
+        )
     return Bundle(
         root,
         model,
@@ -214,4 +227,5 @@ def load_bundle(path: str | os.PathLike[str], dtype: torch.dtype = torch.float32
         load_proposer(root / PROPOSER_FILE, vocab, dtype) if (root / PROPOSER_FILE).is_file() else None,
         known,
         pairing,
+        blocked,
     )

@@ -17,7 +17,8 @@ import numpy as np
 from data.banners import BANNERS_FILE
 from data.pairing import PairingTable
 from data.paths import corpus_dir, default_model_dir, work_dir
-from data.sensitive import hash_words, normalised
+from data.sensitive import ALLOW_LIST, SensitiveFilter, hash_words, normalised, read_words
+from model.decoding.blocked import BlockedWords
 from model.decoding.options import DecodeOptions
 from model.net.checkpoint import load_checkpoint, load_model
 from model.release.bundle import export_bundle, install_bundle
@@ -39,6 +40,15 @@ def sensitive_hashes() -> tuple[np.ndarray | None, int | None]:
     words = [w.strip() for w in path.read_text(encoding="utf-8").splitlines() if w.strip()]
     longest = max((len(w) for w in normalised(words)), default=0)
     return np.asarray(hash_words(words), dtype=np.uint64), longest
+
+
+def blocked_words(pieces: list[str]) -> BlockedWords | None:
+    """The corpus's sensitive-word list, less what the allow-list switches off, as the
+    search's table in the ids of ``pieces`` (None without the list)."""
+    path = corpus_dir() / "badwords.txt"
+    if not path.exists():
+        return None
+    return BlockedWords.from_words(SensitiveFilter(read_words(path), read_words(ALLOW_LIST)).words(), pieces)
 
 
 @dataclass(frozen=True)
@@ -114,6 +124,7 @@ def finish(
         banners=folder / BANNERS_FILE if (folder / BANNERS_FILE).is_file() else None,
         sensitive_hashes=hashes,
         sensitive_max_len=longest,
+        blocked=blocked_words(vocab.pieces),
         data_card=data_card.read_text("utf-8") if data_card.exists() else "",
         data_report=json.loads(report.read_text("utf-8")) if report.exists() else None,
         eval_result=ev,

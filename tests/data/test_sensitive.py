@@ -90,3 +90,18 @@ def test_a_hashed_filter_checks_substrings_as_long_as_its_longest_word() -> None
     full = SensitiveFilter.from_hashes(hash_words(words), max_len=4)
     assert short.hits("你这大坏蛋啊") == ["坏蛋"]  # the four-character word is out of its reach
     assert full.hits("你这大坏蛋啊") == ["大坏蛋啊", "坏蛋"]
+
+
+def test_word_boundaries_let_straddling_occurrences_through() -> None:
+    """With the line's word boundaries (data/segment.py) a listed word that straddles two
+    words with an end inside one is no hit; inside one word, or as whole words, it is."""
+    from data.segment import boundaries
+
+    f = SensitiveFilter(["下作", "月经", "色色", "年年"])
+    assert f.hits("山下作画") == ["下作"]  # plain substring matching
+    assert f.hits("山下作画", boundaries("山下作画")) == []  # 山下/作画
+    assert f.hits("岁月经过", boundaries("岁月经过")) == []  # 岁月/经过
+    assert f.hits("水下作画", boundaries("水上吟诗")) == []  # the upper line's 水上/吟诗
+    assert f.hits("色色悦耳", boundaries("声声悦耳")) == ["色色"]  # 声声/悦耳: a whole word
+    assert f.hits("年年岁岁", boundaries("年年岁岁")) == ["年年"]  # inside the idiom 年年岁岁
+    assert f.hits("他下作了", None) == ["下作"]

@@ -1,0 +1,277 @@
+"""The sensitive-word filter inside the search: no beam may complete a listed word.
+
+Filtering finished lines after the search emptied answers (声声悦耳 → 20 candidates, all
+holding 色色); as a step rule the search never takes the character that completes a listed
+word, so it goes on to other lines and the answer keeps its size. Boundaries come from the
+upper line (data/segment.py): a listed word of two or more characters is blocked only where
+it would start and end on word boundaries of the upper line, which the lower line mirrors
+word for word (水上/吟诗 lets 林下作歌 through, 下作 starting inside 林下).
+
+:class:`BlockedWords` is the list as a table of token ids: for each word, a key of all its
+characters but the last (the word's length and its ids, hashed) and the id of its last
+character. A bundle carries it as ``blocked.npz``, built when the bundle is written, from
+the word list less what the allow-list switches off, so the bundle still holds no offensive
+text (a key cannot be read back; a last character alone says little). At each step the rule
+hashes each beam's last 0, 1, ... characters, looks the keys up (a sorted array, one
+``searchsorted``) and sets ``-inf`` on the last characters found. Words with a character
+outside the vocabulary are left out: the model cannot write them.
+
+Shapes: N requests, B rows (beams), L line length, V vocabulary (or M shortlist columns).
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from data.segment import boundaries, counts_as_word
+from model.decoding.plan import ConstraintError, Plan
+from model.decoding.score_rules import Step
+from model.decoding.vocab_tables import NEG_INF
+
+BLOCKED_FILE = "blocked.npz"
+# two 31-bit polynomial hashes (products stay below 2**62: exact in int64)
+_MOD = (2147483647, 2147483629)
+_MUL = (1000003, 999983)
+
+
+def word_keys(ids: Tensor, length: int) -> Tensor:
+    """ids (..., m) -> (...,) int64 keys of these m ids as the head of a ``length``-long word."""
+    h1 = torch.full(ids.shape[:-1], length, dtype=torch.long)
+    h2 = h1.clone()
+    for j in range(ids.size(-1)):
+        t = ids[..., j].long() + 1
+        h1 = (h1 * _MUL[0] + t) % _MOD[0]
+        h2 = (h2 * _MUL[1] + t) % _MOD[1]
+    return h1 * (1 << 31) + h2
+
+
+class BlockedWords:
+    """Listed words as (key of the head, id of the last character), sorted by key."""
+
+    def __init__(self, keys: np.ndarray, last: np.ndarray, lengths: Iterable[int], vocab_size: int) -> None:
+        order = np.argsort(keys, kind="stable")
+        self.keys = torch.from_numpy(np.ascontiguousarray(keys[order], dtype=np.int64))
+        self.last = torch.from_numpy(np.ascontiguousarray(last[order], dtype=np.int64))
+        self.lengths = tuple(sorted(set(int(n) for n in lengths)))
+        self.vocab_size = int(vocab_size)
+        self._full: Tensor | None = None  # keys of the whole words, sorted (for ``contains``)
+
+    @classmethod
+    def from_words(cls, words: Iterable[str], pieces: Sequence[str]) -> BlockedWords:
+        """The words (already normalised, as the filter holds them) in the ids of ``pieces``."""
+        index = {p: i for i, p in enumerate(pieces) if len(p) == 1}
+        keys, last, lengths = [], [], set()
+        for word in set(words):
+            ids = [index.get(ch, -1) for ch in word]
+            if not word or min(ids) < 0:
+                continue
+            keys.append(int(word_keys(torch.tensor(ids[:-1]), len(ids))))
+            last.append(ids[-1])
+            lengths.add(len(ids))
+        return cls(np.array(keys, dtype=np.int64), np.array(last, dtype=np.int64), lengths, len(pieces))
+
+    def __len__(self) -> int:
+        return len(self.keys)
+
+    def merged(self, other: BlockedWords) -> BlockedWords:
+        if other.vocab_size != self.vocab_size:
+            raise ValueError("blocked-word tables of different vocabularies")
+        return BlockedWords(
+            torch.cat([self.keys, other.keys]).numpy(),
+            torch.cat([self.last, other.last]).numpy(),
+            self.lengths + other.lengths,
+            self.vocab_size,
+        )
+
+    def save(self, path: str | Path) -> None:
+        with open(path, "wb") as f:
+            np.savez_compressed(
+                f,
+                keys=self.keys.numpy(),
+                last=self.last.numpy(),
+                lengths=np.array(self.lengths, dtype=np.int64),
+                vocab_size=np.array(self.vocab_size),
+            )
+
+    @classmethod
+    def load(cls, path: str | Path) -> BlockedWords:
+        with np.load(path, allow_pickle=False) as z:
+            return cls(z["keys"], z["last"], z["lengths"].tolist(), int(z["vocab_size"]))
+
+    def found(self, heads: Tensor, length: int) -> tuple[Tensor, Tensor]:
+        """heads (B, length-1) ids -> (rows, last ids): each row's characters that would
+        complete a listed word of ``length`` after its head."""
+        query = word_keys(heads, length)  # (B,)
+        lo = torch.searchsorted(self.keys, query)
+        hi = torch.searchsorted(self.keys, query, right=True)
+        count = hi - lo
+        rows = torch.repeat_interleave(torch.arange(len(query)), count)
+        first = torch.repeat_interleave(lo - (count.cumsum(0) - count), count)
+        return rows, self.last[first + torch.arange(len(rows))]
+
+    def contains(self, ids: Tensor, length: int) -> Tensor:
+        """ids (..., length) -> (...) whether each row of ids is a listed word."""
+        if self._full is None:
+            h1, h2 = self.keys >> 31, self.keys & ((1 << 31) - 1)
+            t = self.last + 1
+            full = ((h1 * _MUL[0] + t) % _MOD[0]) * (1 << 31) + (h2 * _MUL[1] + t) % _MOD[1]
+            self._full = full.sort().values
+        query = word_keys(ids, length)
+        at = torch.searchsorted(self._full, query).clamp(max=max(len(self._full) - 1, 0))
+        return (self._full[at] == query) if len(self._full) else torch.zeros_like(query, dtype=torch.bool)
+
+    def check_plan(self, plan: Plan) -> None:
+        """Raise ConstraintError when the user's own constraints (locks, and the repeats and
+        punctuation they bring) spell a listed word where it would count."""
+        if not plan.rules or not len(self):
+            return
+        forced = list(plan.lock)
+        for i, src in enumerate(plan.copy_of):
+            if src >= 0 and forced[src] >= 0:
+                forced[i] = forced[src]
+        bounds = boundaries(plan.upper)
+        for n in self.lengths:
+            for start in range(len(forced) - n + 1):
+                window = forced[start : start + n]
+                if min(window) < 0 or n == 1 or not counts_as_word(bounds, start, n):
+                    continue
+                _, last = self.found(torch.tensor([window[:-1]]), n)
+                if bool((last == window[-1]).any()):
+                    raise ConstraintError(
+                        "sensitive",
+                        f"锁定的字在第{start + 1}至{start + n}字组成了不宜的词，请换字",
+                        f"the locked characters at positions {start + 1}-{start + n} spell a word "
+                        "the filter withholds; choose other characters",
+                    )
+
+
+class NoBlockedWords:
+    """Step rule: a beam may not take the character that completes a listed word where that
+    word would start and end on the upper line's word boundaries.
+
+    Most words complete at the position being chosen, all earlier characters in the beam's
+    prefix (one table lookup per word length). A choice can also complete words further on,
+    where every later character is already decided: the upper line's repeats (声声 makes the
+    lower line's character at both places that of its first 声, so 色 would make 色色 there)
+    and the user's locks after this position. Those windows are found per request when the
+    rule is built and checked against every token at once."""
+
+    def __init__(self, plans: Sequence[Plan], blocked: BlockedWords) -> None:
+        self.blocked = blocked
+        length = len(plans[0].upper)
+        longest = max(blocked.lengths, default=0)
+        # counts[n, e, k]: a word of k characters ending at position e of request n counts
+        counts = torch.zeros(len(plans), length, longest + 1, dtype=torch.bool)
+        self.ahead: list[dict[int, list[list[tuple[str, int]]]]] = []
+        for n, plan in enumerate(plans):
+            bounds = boundaries(plan.upper) if plan.rules else None
+            for e in range(length):
+                for k in blocked.lengths:
+                    counts[n, e, k] = e - k + 1 >= 0 and counts_as_word(bounds, e - k + 1, k)
+            self.ahead.append(_windows_ahead(plan, blocked.lengths, bounds))
+        self.counts = counts
+        self.columns: Tensor | None = None  # (N, M) token of each shortlist column
+
+    def __call__(self, scores: Tensor, step: Step) -> Tensor:
+        pos = step.pos
+        if pos >= self.counts.size(1):
+            return scores
+        prefix = step.prefix if self.columns is None else self.columns[step.row].gather(1, step.prefix)
+        rows, toks = [], []
+        for k in self.blocked.lengths:
+            if k - 1 > pos:
+                continue
+            live = self.counts[step.row, pos, k]  # (B,)
+            if not bool(live.any()):
+                continue
+            r, t = self.blocked.found(prefix[:, pos - k + 1 : pos], k)
+            keep = live[r]
+            rows.append(r[keep])
+            toks.append(t[keep])
+        hits = [(r, t) for r, t in zip(rows, toks, strict=True) if len(r)]
+        ahead = [(n, w[pos]) for n, w in enumerate(self.ahead) if pos in w]
+        if not hits and not ahead:
+            return scores
+        scores = scores.clone()
+        for r, t in hits:
+            if self.columns is None:
+                scores[r, t] = NEG_INF
+            else:
+                match = self.columns[step.row[r]] == t[:, None]  # (F, M) the column holding each token
+                listed = match.any(1)
+                scores[r[listed], match[listed].int().argmax(1)] = NEG_INF
+        for n, windows in ahead:
+            rows_n = torch.nonzero(step.row == n).view(-1)
+            if not len(rows_n):
+                continue
+            choice = torch.arange(scores.size(1)) if self.columns is None else self.columns[n]  # (V,) or (M,)
+            for window in windows:
+                ids = torch.stack([_slot(kind, at, prefix[rows_n], choice) for kind, at in window], -1)
+                bad = self.blocked.contains(ids, len(window))  # (R, V)
+                scores[rows_n] = scores[rows_n].masked_fill(bad, NEG_INF)
+        return scores
+
+    def on_columns(self, ids: Tensor) -> NoBlockedWords:
+        out = copy.copy(self)
+        out.columns = ids
+        return out
+
+
+def _slot(kind: str, at: int, prefix: Tensor, choice: Tensor) -> Tensor:
+    """One character of a window ahead, (R, V): the token chosen now, a character of the
+    prefix, or a fixed id."""
+    rows, width = prefix.size(0), choice.size(0)
+    if kind == "choice":
+        return choice[None, :].expand(rows, width)
+    if kind == "prefix":
+        return prefix[:, at][:, None].expand(rows, width)
+    return torch.full((rows, width), at, dtype=torch.long)
+
+
+def _windows_ahead(
+    plan: Plan, lengths: Sequence[int], bounds: tuple[bool, ...] | None
+) -> dict[int, list[list[tuple[str, int]]]]:
+    """position -> the windows that choosing its character completes though they end later:
+    each a list of slots (``choice``, the character chosen; ``prefix``, an earlier position's;
+    ``fixed``, an id). Windows over punctuation are left out (no word holds a mark)."""
+    length = plan.length
+    forced = [lock if lock >= 0 else -1 for lock in plan.lock]
+    for i, src in enumerate(plan.copy_of):
+        if src >= 0 and forced[src] >= 0:
+            forced[i] = forced[src]
+    head = [src if src >= 0 else i for i, src in enumerate(plan.copy_of)]
+
+    def ready(p: int, pos: int) -> bool:  # p's character is known once ``pos`` is chosen
+        return p <= pos or forced[p] >= 0 or head[p] <= pos
+
+    out: dict[int, list[list[tuple[str, int]]]] = {}
+    for k in lengths:
+        if k == 1:
+            continue
+        for start in range(length - k + 1):
+            span = range(start, start + k)
+            if any(plan.punct[p] >= 0 for p in span) or not counts_as_word(bounds, start, k):
+                continue
+            if all(forced[p] >= 0 for p in span):
+                continue  # the user's own: check_plan
+            # the step that completes it, if that is before its last position
+            pos = next(q for q in range(length) if all(ready(p, q) for p in span))
+            if pos >= start + k - 1:
+                continue  # it completes at its own end: the plain lookup
+            slots: list[tuple[str, int]] = []
+            for p in span:
+                if p == pos or (head[p] == pos and forced[p] < 0):
+                    slots.append(("choice", 0))
+                elif forced[p] >= 0:
+                    slots.append(("fixed", forced[p]))
+                else:
+                    slots.append(("prefix", head[p]))
+            if any(kind == "choice" for kind, _ in slots):
+                out.setdefault(pos, []).append(slots)
+    return out
