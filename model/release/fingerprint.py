@@ -15,13 +15,19 @@ from pathlib import Path
 
 import numpy as np
 
-from data.text import ASCII_TO_FULLWIDTH
+from data.text import ASCII_TO_FULLWIDTH, is_punct
 
 
 def normalise(line: str) -> str:
-    """NFKC-free light normalisation: drop whitespace, fold ASCII punctuation to full width."""
+    """NFKC-free light normalisation: drop whitespace, fold ASCII punctuation to full width,
+    and drop the marks that end the line (春风得意马蹄疾。 is a training line when 春风得意马蹄疾
+    is, as the decoder reads both alike)."""
     line = unicodedata.normalize("NFC", line)
-    return "".join(ASCII_TO_FULLWIDTH.get(ch, ch) for ch in line if not ch.isspace())
+    folded = "".join(ASCII_TO_FULLWIDTH.get(ch, ch) for ch in line if not ch.isspace())
+    end = len(folded)
+    while end > 0 and is_punct(folded[end - 1]):
+        end -= 1
+    return folded[:end] if end else folded
 
 
 def fingerprint(line: str) -> int:
