@@ -22,6 +22,7 @@ from swagger_ui_bundle import swagger_ui_path
 
 from serve.couplets import CoupletService, Engine, extra_filter, load_served
 from serve.db import FeedbackStore, make_engine
+from serve.logs import configure_logging
 from serve.ratelimit import RateLimiter
 from serve.routers import admin, banners, feedback, generate, info, scroll, site
 from serve.settings import Settings
@@ -34,6 +35,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        configure_logging(settings.log_setup())  # python -m serve did already; an app run otherwise too
         loader = functools.partial(
             load_served,
             extra=extra_filter(settings),
@@ -41,6 +43,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             processes=settings.decode_processes,
             threads=settings.torch_threads,
             restart_wait=settings.worker_restart_wait,
+            logs=settings.log_setup(),  # the decode workers log as the server does
         )
         model = await run_in_threadpool(loader, settings.model_dir)
         app.state.service = CoupletService(
