@@ -451,6 +451,7 @@ class CoupletService:
         self._cache: OrderedDict[tuple[str, Query], GenerateResponse] = OrderedDict()
         self._cache_size = cache_size
         self.max_pending = max_pending
+        self.cache_hits = self.cache_misses = 0  # read by serve.observability's metrics
         self._cache_lock = threading.Lock()
         self._reload_lock = threading.Lock()
 
@@ -462,8 +463,10 @@ class CoupletService:
             if hit is not None:
                 self._cache.move_to_end(key)
         if hit is not None:
+            self.cache_hits += 1
             answer = hit
         else:
+            self.cache_misses += 1
             if self.batcher.pending >= self.max_pending:  # shed load rather than queue without end
                 raise Busy
             answer = await asyncio.wrap_future(self.batcher.submit(model, q))

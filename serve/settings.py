@@ -104,6 +104,14 @@ class Settings(BaseSettings):
         description="log one JSON object per line (time, level, logger, message, request_id, process), "
         "in the server and its decode workers alike; else plain text lines, with the request id too",
     )
+    metrics: bool = Field(
+        default=True, description="serve Prometheus metrics at GET /metrics (False: no such endpoint, 404)"
+    )
+    metrics_token: str | None = Field(
+        default=None,
+        description="if set, GET /metrics wants the header Authorization: Bearer <token> (else 401); "
+        "None: anyone who reaches the server may read the metrics",
+    )
 
     def log_setup(self) -> LogSetup:
         return LogSetup(self.log_level, self.log_json)
