@@ -64,8 +64,9 @@ def main(argv: list[str] | None = None) -> int:
         "postgresql://user:password@host:port/database",
     )
     parser.add_argument(
-        "--log-level", choices=LOG_LEVELS, help="default info (DUILIAN_SERVE_LOG_LEVEL); JSON lines: "
-        "DUILIAN_SERVE_LOG_JSON=true"
+        "--log-level",
+        choices=LOG_LEVELS,
+        help="default info (DUILIAN_SERVE_LOG_LEVEL); JSON lines: DUILIAN_SERVE_LOG_JSON=true",
     )
     args = parser.parse_args(argv)
     overrides = {"model_dir": args.model, "database_url": args.database_url, "log_level": args.log_level}

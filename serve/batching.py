@@ -154,7 +154,8 @@ class DecodeBatcher:
         waits = [started - j.submitted for j in batch]
         for job, wait in zip(batch, waits, strict=True):
             if job.timing is not None:
-                job.timing.queued, job.timing.decoding, job.timing.batch_size = wait, ended - started, len(batch)
+                job.timing.queued, job.timing.decoding = wait, ended - started
+                job.timing.batch_size = len(batch)
         if self.observer is not None:
             try:
                 self.observer(len(batch), waits, ended - started)

@@ -21,7 +21,7 @@ import uuid
 from contextvars import ContextVar
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Literal
+from typing import Literal, TextIO
 
 LogLevel = Literal["critical", "error", "warning", "info", "debug", "trace"]
 TRACE = 5  # uvicorn's level below debug
@@ -79,15 +79,15 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(line, ensure_ascii=False)
 
 
-class _StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]
+class _StderrHandler(logging.StreamHandler):
     """Writes to whatever ``sys.stderr`` is when a line is written (as logging's last resort
     does), so a replaced stderr (a test's capture) is never written to after it is closed."""
 
     def __init__(self) -> None:
         logging.Handler.__init__(self)
 
-    @property  # type: ignore[override]
-    def stream(self):  # type: ignore[no-untyped-def]
+    @property
+    def stream(self) -> TextIO:
         return sys.stderr
 
 

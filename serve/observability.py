@@ -154,7 +154,9 @@ class ServiceCollector(Collector):
         workers.add_metric(["alive"], alive)
         workers.add_metric(["wanted"], wanted)
         yield workers
-        info = GaugeMetricFamily("duilian_model_info", "The model being served (always 1)", labels=["version"])
+        info = GaugeMetricFamily(
+            "duilian_model_info", "The model being served (always 1)", labels=["version"]
+        )
         info.add_metric([service.model.version], 1)
         yield info
 

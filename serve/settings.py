@@ -98,7 +98,9 @@ class Settings(BaseSettings):
         description="comma-separated addresses of reverse proxies whose X-Forwarded-For and "
         "X-Forwarded-Proto are believed ('*': any); empty (default): none, the client is the socket peer",
     )
-    log_level: LogLevel = Field(default="info", description="the least level logged (python -m serve --log-level)")
+    log_level: LogLevel = Field(
+        default="info", description="the least level logged (python -m serve --log-level)"
+    )
     log_json: bool = Field(
         default=False,
         description="log one JSON object per line (time, level, logger, message, request_id, process), "
