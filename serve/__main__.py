@@ -3,16 +3,17 @@
 from __future__ import annotations
 
 import argparse
-import logging
 import sys
 from pathlib import Path
+from typing import get_args
 
 from pydantic import ValidationError
 
 from model.release.bundle import MODEL_FILE, PROPOSER_FILE
+from serve.logs import LogLevel, configure_logging
 from serve.settings import Settings, settings_problems
 
-LOG_LEVELS = ("critical", "error", "warning", "info", "debug", "trace")
+LOG_LEVELS = get_args(LogLevel)
 
 
 def port(text: str) -> int:
@@ -62,9 +63,13 @@ def main(argv: list[str] | None = None) -> int:
         help="SQLAlchemy URL of the feedback store: sqlite:///PATH (default work/feedback.db) or "
         "postgresql://user:password@host:port/database",
     )
-    parser.add_argument("--log-level", default="info", choices=LOG_LEVELS)
+    parser.add_argument(
+        "--log-level",
+        choices=LOG_LEVELS,
+        help="default info (DUILIAN_SERVE_LOG_LEVEL); JSON lines: DUILIAN_SERVE_LOG_JSON=true",
+    )
     args = parser.parse_args(argv)
-    overrides = {"model_dir": args.model, "database_url": args.database_url}
+    overrides = {"model_dir": args.model, "database_url": args.database_url, "log_level": args.log_level}
     try:
         settings = Settings(**{k: v for k, v in overrides.items() if v is not None})
     except ValidationError as e:
@@ -90,14 +95,15 @@ def main(argv: list[str] | None = None) -> int:
 
     from serve.main import create_app, uvicorn_options
 
-    logging.basicConfig(
-        level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
+    # uvicorn's own lines (start-up, access log) go through the same handler as ours: in the
+    # chosen format, with the request id (log_config=None: uvicorn installs no handlers of its own)
+    configure_logging(settings.log_setup())
     uvicorn.run(
         create_app(settings),
         host=args.host,
         port=args.port,
-        log_level=args.log_level,
+        log_level=settings.log_level,
+        log_config=None,
         **uvicorn_options(settings),
     )
     return 0

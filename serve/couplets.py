@@ -35,6 +35,7 @@ from model.decoding.plan import ConstraintError
 from model.release.bundle import MODEL_FILE, Bundle, load_bundle
 from serve.batching import DecodeBatcher
 from serve.known_lines import KnownLines
+from serve.logs import NO_REQUEST, REQUEST_ID, LogSetup, configure_logging
 from serve.schemas import Candidate, GenerateResponse, RuleReportOut
 from serve.settings import Settings
 
@@ -208,17 +209,28 @@ def _exit_with_parent(interval: float = 1.0) -> None:
 EXIT_PARENT_GONE = 3
 
 
-def _start_worker(path: Path, extra: SensitiveFilter | None, engine: Engine, threads: int) -> None:
+def _start_worker(
+    path: Path, extra: SensitiveFilter | None, engine: Engine, threads: int, logs: LogSetup | None = None
+) -> None:
     global _WORKER_MODEL
+    if logs is not None:  # the server's log format, in this process too
+        configure_logging(logs)
     threading.Thread(target=_exit_with_parent, name="parent-watch", daemon=True).start()
     torch.set_num_threads(threads)
     _WORKER_MODEL = LoadedModel.load(path, extra, engine)
+    log.info("decode worker %d ready with model %s", os.getpid(), _WORKER_MODEL.version)
 
 
-def _worker_answer(queries: list[Query], oversample: int) -> list[GenerateResponse | Exception]:
+def _worker_answer(
+    queries: list[Query], oversample: int, request_id: str = NO_REQUEST
+) -> list[GenerateResponse | Exception]:
     if _WORKER_MODEL is None:
         raise RuntimeError("decode worker started without its model")
-    return _WORKER_MODEL.answer_batch(queries, oversample)
+    REQUEST_ID.set(request_id)  # the ids of the batch's requests, for this worker's log lines
+    start = time.perf_counter()
+    answers = _WORKER_MODEL.answer_batch(queries, oversample)
+    log.debug("decoded %d lines in %.3f s", len(queries), time.perf_counter() - start)
+    return answers
 
 
 def _worker_pid() -> int:
@@ -254,11 +266,12 @@ class PooledModel:
         processes: int,
         threads: int,
         restart_wait: float = 30.0,
+        logs: LogSetup | None = None,
     ) -> None:
         self.local = LoadedModel(load_bundle(path), extra)  # never decodes: eager fp32, no warm-up
         self.version, self.bundle = self.local.version, self.local.bundle
         self.processes, self.restart_wait = processes, restart_wait
-        self._start_args = (path, extra, engine, threads)
+        self._start_args = (path, extra, engine, threads, logs)
         self.restarts = 0  # pools started after a worker died
         self._changed = threading.Condition()  # a new pool, or the pool broke
         self._closed = False
@@ -364,7 +377,7 @@ class PooledModel:
         for _ in range(2):  # a pool found broken at submission never held the job: once more
             pool = self._working_pool()
             try:
-                future = pool.submit(_worker_answer, queries, oversample)
+                future = pool.submit(_worker_answer, queries, oversample, REQUEST_ID.get())
             except BrokenProcessPool:
                 continue
             try:
@@ -391,11 +404,12 @@ def load_served(
     processes: int = 0,
     threads: int = 1,
     restart_wait: float = 30.0,
+    logs: LogSetup | None = None,
 ) -> Served:
     """The model as the server runs it: decoding in ``processes`` worker processes, or in
     the server's own threads when 0."""
     if processes > 0:
-        return PooledModel(path, extra, engine, processes, threads, restart_wait)
+        return PooledModel(path, extra, engine, processes, threads, restart_wait, logs)
     return LoadedModel.load(path, extra, engine)
 
 
@@ -437,6 +451,7 @@ class CoupletService:
         self._cache: OrderedDict[tuple[str, Query], GenerateResponse] = OrderedDict()
         self._cache_size = cache_size
         self.max_pending = max_pending
+        self.cache_hits = self.cache_misses = 0  # read by serve.observability's metrics
         self._cache_lock = threading.Lock()
         self._reload_lock = threading.Lock()
 
@@ -448,8 +463,10 @@ class CoupletService:
             if hit is not None:
                 self._cache.move_to_end(key)
         if hit is not None:
+            self.cache_hits += 1
             answer = hit
         else:
+            self.cache_misses += 1
             if self.batcher.pending >= self.max_pending:  # shed load rather than queue without end
                 raise Busy
             answer = await asyncio.wrap_future(self.batcher.submit(model, q))

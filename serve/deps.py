@@ -29,12 +29,13 @@ async def get_store(request: Request) -> FeedbackStore:
     return request.app.state.feedback
 
 
-def _limit(limiter: RateLimiter, request: Request) -> None:
+def _limit(limiter: RateLimiter, request: Request, reason: str) -> None:
     # The socket peer, unless the server was told to believe a proxy's X-Forwarded-For
     # (Settings.trusted_proxies, applied by uvicorn before the app sees the request).
     client = request.client.host if request.client else "unknown"
     wait = limiter.allow(client)
     if wait > 0:
+        request.app.state.metrics.refused.labels(reason).inc()
         seconds = max(1, math.ceil(wait))  # whole seconds, the same in the body and in Retry-After
         raise HTTPException(
             status.HTTP_429_TOO_MANY_REQUESTS,
@@ -44,12 +45,12 @@ def _limit(limiter: RateLimiter, request: Request) -> None:
 
 
 async def rate_limit(request: Request) -> None:
-    _limit(request.app.state.limiter, request)
+    _limit(request.app.state.limiter, request, "rate_limited")
 
 
 async def admin_rate_limit(request: Request) -> None:
     """The admin endpoint's own, tighter limit: a token cannot be guessed at the API's pace."""
-    _limit(request.app.state.admin_limiter, request)
+    _limit(request.app.state.admin_limiter, request, "admin_rate_limited")
 
 
 SettingsDep = Annotated[Settings, Depends(get_settings)]

@@ -22,6 +22,9 @@ from swagger_ui_bundle import swagger_ui_path
 
 from serve.couplets import CoupletService, Engine, extra_filter, load_served
 from serve.db import FeedbackStore, make_engine
+from serve.logs import configure_logging
+from serve.observability import Metrics, Observe
+from serve.observability import router as metrics_router
 from serve.ratelimit import RateLimiter
 from serve.routers import admin, banners, feedback, generate, info, scroll, site
 from serve.settings import Settings
@@ -34,6 +37,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        configure_logging(settings.log_setup())  # python -m serve did already; an app run otherwise too
         loader = functools.partial(
             load_served,
             extra=extra_filter(settings),
@@ -41,6 +45,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             processes=settings.decode_processes,
             threads=settings.torch_threads,
             restart_wait=settings.worker_restart_wait,
+            logs=settings.log_setup(),  # the decode workers log as the server does
         )
         model = await run_in_threadpool(loader, settings.model_dir)
         app.state.service = CoupletService(
@@ -53,6 +58,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             max_pending=settings.max_pending,
             loader=loader,
         )
+        app.state.service.batcher.observer = app.state.metrics.observe_batch
         engine = make_engine(settings.database_url)
         app.state.feedback = FeedbackStore(engine)
         app.state.limiter = RateLimiter(settings.rate_limit_per_minute, settings.rate_limit_burst)
@@ -78,6 +84,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         redirect_slashes=False,  # a redirect would be built from the request's Host header
     )
     app.state.settings = settings
+    app.state.metrics = Metrics(app)
     for router in (
         generate.router,
         banners.router,
@@ -88,10 +95,13 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     ):
         app.include_router(router, prefix="/api/v1")
     app.include_router(site.router)
+    if settings.metrics:
+        app.include_router(metrics_router)
     app.mount("/static", StaticFiles(directory=settings.web_dir), name="static")
     app.mount("/docs-assets", StaticFiles(directory=swagger_ui_path), name="docs-assets")
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
     app.add_middleware(SecurityHeaders)
+    app.add_middleware(Observe, metrics=app.state.metrics, routes=app.router.routes)  # outermost
     app.add_exception_handler(RequestValidationError, _invalid_request)
     app.add_exception_handler(HTTPException, _http_error)
     app.add_exception_handler(Exception, _internal_error)
@@ -252,7 +262,15 @@ async def _invalid_request(_request: Request, exc: Exception) -> JSONResponse:
 async def _internal_error(request: Request, exc: Exception) -> JSONResponse:
     # Logged here with its traceback; the client gets a plain message, never the trace.
     log.error("unhandled error on %s %s", request.method, request.url.path, exc_info=exc)
+    # Answered outside the middleware (Starlette's outermost layer), so the request id and the
+    # security headers are put on here.
+    rid = getattr(request.state, "request_id", None)
     return JSONResponse(
         status_code=status.HTTP_500_INTERNAL_SERVER_ERROR,
         content={"detail": "服务器出错了，请稍后再试 / Internal server error; please try again."},
+        headers={
+            "Content-Security-Policy": CSP,
+            **{k.decode(): v.decode() for k, v in SECURITY_HEADERS},
+            **({"X-Request-ID": rid} if rid else {}),
+        },
     )

@@ -10,6 +10,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from data.paths import ROOT, data_dir, default_model_dir, work_dir
 from model.decoding.options import SERVE_INT8, SERVE_RUNTIME, Runtime
 from serve.db import store_url
+from serve.logs import LogLevel, LogSetup
 
 
 def _default_database_url() -> str:
@@ -97,6 +98,30 @@ class Settings(BaseSettings):
         description="comma-separated addresses of reverse proxies whose X-Forwarded-For and "
         "X-Forwarded-Proto are believed ('*': any); empty (default): none, the client is the socket peer",
     )
+    log_level: LogLevel = Field(
+        default="info", description="the least level logged (python -m serve --log-level)"
+    )
+    log_json: bool = Field(
+        default=False,
+        description="log one JSON object per line (time, level, logger, message, request_id, process), "
+        "in the server and its decode workers alike; else plain text lines, with the request id too",
+    )
+    metrics: bool = Field(
+        default=True, description="serve Prometheus metrics at GET /metrics (False: no such endpoint, 404)"
+    )
+    metrics_token: str | None = Field(
+        default=None,
+        description="if set, GET /metrics wants the header Authorization: Bearer <token> (else 401); "
+        "None: anyone who reaches the server may read the metrics",
+    )
+
+    def log_setup(self) -> LogSetup:
+        return LogSetup(self.log_level, self.log_json)
+
+    @field_validator("log_level", mode="before")
+    @classmethod
+    def _lower_level(cls, level: object) -> object:
+        return level.lower() if isinstance(level, str) else level
 
     @field_validator("database_url")
     @classmethod
