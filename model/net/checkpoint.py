@@ -105,7 +105,7 @@ def _feed(h: Any, obj: Any) -> None:
     if isinstance(obj, torch.Tensor):
         t = obj.detach().cpu().contiguous()
         h.update(f"T{t.dtype}{tuple(t.shape)};".encode())
-        h.update(memoryview(t.reshape(-1).view(torch.uint8).numpy()))
+        h.update(t.reshape(-1).view(torch.uint8).numpy().data)
     elif isinstance(obj, dict):
         h.update(f"D{len(obj)};".encode())
         for k, v in obj.items():  # pickling keeps a dict's order, so save and load walk alike
