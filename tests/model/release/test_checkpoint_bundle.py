@@ -8,6 +8,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -224,7 +225,7 @@ def test_a_changed_payload_needs_a_new_sum_and_old_checkpoints_load_unverified(
     assert CHECKSUM_KEY not in load_model(path)[2]
 
 
-def export_small(out, vocab: Vocab, pairs, **kw) -> object:
+def export_small(out: Path, vocab: Vocab, pairs: list[tuple[str, str]], **kw: Any) -> Path:
     from model.net.tagger import CoupletTagger
 
     cfg = ModelConfig(vocab_size=len(vocab), d_model=32, n_heads=4, n_enc_layers=1, d_ff=64, kind="tagger")
