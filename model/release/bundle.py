@@ -80,6 +80,7 @@ MANIFEST_FILE = "SHA256SUMS"
 # tests/model/release/test_checkpoint_bundle.py checks that export writes nothing else but DOC_FILES)
 PAYLOAD_FILES = (
     MODEL_FILE, PROPOSER_FILE, FINGERPRINTS_FILE, SENSITIVE_FILE, KNOWN_FILE, PAIRING_FILE, BANNERS_FILE,
+    BLOCKED_FILE,
 )  # fmt: skip
 DOC_FILES = (MODEL_CARD, DATA_CARD, EVAL_FILE, DATA_REPORT)
 log = logging.getLogger(__name__)

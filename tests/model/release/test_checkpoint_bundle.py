@@ -17,6 +17,7 @@ import torch
 from data.banners import BANNERS_FILE
 from data.pairing import PairingTable
 from data.vocab import Vocab
+from model.decoding.blocked import BlockedWords
 from model.net.checkpoint import (
     CHECKSUM_KEY,
     CorruptCheckpoint,
@@ -235,7 +236,10 @@ def export_small(out: Path, vocab: Vocab, pairs: list[tuple[str, str]], **kw: An
 def test_bundle_manifest_lists_the_payload_and_refuses_a_damaged_file(tmp_path, vocab: Vocab, pairs) -> None:
     phrases = tmp_path / "phrases.npz"
     phrases.write_bytes(b"a banners table")
-    out = export_small(tmp_path / "bundle", vocab, pairs, banners=phrases, data_report={"pairs": 3})
+    blocked = BlockedWords.from_words(["明月"], vocab.pieces)
+    out = export_small(
+        tmp_path / "bundle", vocab, pairs, banners=phrases, data_report={"pairs": 3}, blocked=blocked
+    )
     written = {p.name for p in out.iterdir()}
     assert written == {*PAYLOAD_FILES, *DOC_FILES, MANIFEST_FILE}  # a new file is payload or a document
     assert read_manifest(out) == {name: file_sha256(out / name) for name in PAYLOAD_FILES}
