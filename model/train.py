@@ -13,7 +13,7 @@ import sys
 import torch
 import torch.distributed as dist
 
-from model.training.errors import UsageError
+from model.training.errors import TrainingDiverged, UsageError
 from model.training.omp import set_omp_wait_policy
 from model.training.run import parse_args, train
 from model.training.trainer import Dist
@@ -38,6 +38,9 @@ def main(argv: list[str] | None = None) -> int:
     except UsageError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    except TrainingDiverged as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         print("interrupted; run the same command again to resume", file=sys.stderr)
         return 130

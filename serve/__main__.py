@@ -23,17 +23,18 @@ def port(text: str) -> int:
 
 
 def preflight(settings: Settings) -> str:
-    """What would stop the server's start-up, said in one line ("" for nothing): a model file
-    or proposer that is not a checkpoint (or a proposer that does not fit the model), a feedback
-    store that cannot be reached."""
+    """What would stop the server's start-up, said in one line ("" for nothing): a bundle file
+    that differs from the bundle's SHA256SUMS, a model file or proposer that is not a checkpoint
+    (or a proposer that does not fit the model), a feedback store that cannot be reached."""
     from sqlalchemy.exc import SQLAlchemyError
 
     from model.net.checkpoint import check_proposer, load_checkpoint
-    from model.release.bundle import FINGERPRINTS_FILE, KNOWN_FILE
+    from model.release.bundle import FINGERPRINTS_FILE, KNOWN_FILE, verify_bundle
     from model.release.fingerprint import FingerprintIndex, KnownLowers
     from serve.db import make_engine
 
     try:
+        verify_bundle(settings.model_dir)
         model = load_checkpoint(settings.model_dir / MODEL_FILE)
         proposer_path = settings.model_dir / PROPOSER_FILE
         if proposer_path.exists():  # the fast mode's tagger, checked as load_bundle will

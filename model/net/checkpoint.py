@@ -4,10 +4,21 @@ Keys: ``format_version``, ``model_config`` (dict), ``vocab`` (sentencepiece byte
 ``state_dict``, ``step``, ``best_valid``, and optional training state (``optimizer``,
 ``scheduler``, ``rng``, ``trainer``...). No pickled classes: ``torch.load`` runs with
 ``weights_only=True``.
+
+Every checkpoint written by ``save_checkpoint`` (``save``, the trainer, the bundle, the device
+pack) also carries ``payload_sha256``: the sha256 of everything else in the dict, walked in
+order (``payload_digest``: each tensor's dtype, shape and bytes, each other value's type and
+value). ``load_checkpoint`` recomputes it and refuses a file whose payload does not match
+(``CorruptCheckpoint``, naming the file): bytes overwritten inside a tensor, which ``torch.load``
+does not notice, are caught this way, and a damaged archive or pickle fails to load at all. The
+sum lives inside the file, so the one atomic rename that publishes a checkpoint publishes its
+sum too, and the file stays a plain ``torch.load``-able one. A checkpoint without the key
+(written before sums) loads unverified; ``verified(ckpt)`` tells which.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 import tempfile
 from pathlib import Path
@@ -20,6 +31,12 @@ from model.net.tagger import CoupletTagger
 from model.net.transformer import CoupletTransformer, ModelConfig
 
 FORMAT_VERSION = 1
+CHECKSUM_KEY = "payload_sha256"
+
+
+class CorruptCheckpoint(ValueError):
+    """A checkpoint file that cannot be trusted: not loadable, or its payload's sum differs."""
+
 
 CoupletModel = CoupletTransformer | CoupletTagger
 KINDS: dict[str, type[CoupletTransformer] | type[CoupletTagger]] = {
@@ -82,13 +99,76 @@ def atomic_save(obj: Any, path: str | os.PathLike[str]) -> Path:
     return path
 
 
+def _feed(h: Any, obj: Any) -> None:
+    """Add ``obj`` to the hash ``h``: its type, length or shape, and contents, so that no two
+    different payloads feed the same bytes."""
+    if isinstance(obj, torch.Tensor):
+        t = obj.detach().cpu().contiguous()
+        h.update(f"T{t.dtype}{tuple(t.shape)};".encode())
+        h.update(t.reshape(-1).view(torch.uint8).numpy().data)
+    elif isinstance(obj, dict):
+        h.update(f"D{len(obj)};".encode())
+        for k, v in obj.items():  # pickling keeps a dict's order, so save and load walk alike
+            _feed(h, k)
+            _feed(h, v)
+    elif isinstance(obj, list | tuple):
+        h.update(f"{'L' if isinstance(obj, list) else 'U'}{len(obj)};".encode())
+        for v in obj:
+            _feed(h, v)
+    elif isinstance(obj, bytes | bytearray):
+        h.update(f"B{len(obj)};".encode())
+        h.update(obj)
+    elif isinstance(obj, str):
+        data = obj.encode("utf-8", "surrogatepass")
+        h.update(f"S{len(data)};".encode())
+        h.update(data)
+    elif isinstance(obj, bool) or obj is None:
+        h.update(f"{obj!r};".encode())
+    elif isinstance(obj, int):
+        h.update(f"I{obj};".encode())
+    elif isinstance(obj, float):
+        h.update(f"F{obj.hex()};".encode())
+    else:  # what else torch.load(weights_only=True) gives back: torch.dtype, torch.device ...
+        h.update(f"O{type(obj).__qualname__}:{obj!r};".encode())
+
+
+def payload_digest(ckpt: dict[str, Any]) -> str:
+    """The sha256 (hex) of a checkpoint dict's payload: every key but ``CHECKSUM_KEY``."""
+    h = hashlib.sha256()
+    _feed(h, {k: v for k, v in ckpt.items() if k != CHECKSUM_KEY})
+    return h.hexdigest()
+
+
+def seal(ckpt: dict[str, Any]) -> dict[str, Any]:
+    """``ckpt`` with ``CHECKSUM_KEY`` set to its payload's digest (the last key)."""
+    body = {k: v for k, v in ckpt.items() if k != CHECKSUM_KEY}
+    return {**body, CHECKSUM_KEY: payload_digest(body)}
+
+
+def verified(ckpt: dict[str, Any]) -> bool:
+    """Whether a checkpoint dict from ``load_checkpoint`` carried a sum (and so was checked)."""
+    return CHECKSUM_KEY in ckpt
+
+
+def save_checkpoint(ckpt: dict[str, Any], path: str | os.PathLike[str]) -> Path:
+    """``ckpt`` sealed with its payload's sum, written atomically to ``path``."""
+    return atomic_save(seal(ckpt), path)
+
+
 def save(path: str | os.PathLike[str], model: CoupletModel, vocab: Vocab, **kwargs: Any) -> Path:
-    return atomic_save(make_checkpoint(model, vocab, **kwargs), path)
+    return save_checkpoint(make_checkpoint(model, vocab, **kwargs), path)
+
+
+def _one_line(e: BaseException) -> str:
+    text = " ".join(str(e).split())
+    return f"{type(e).__name__}: {text[:200]}{'...' if len(text) > 200 else ''}"
 
 
 def load_checkpoint(path: str | os.PathLike[str]) -> dict[str, Any]:
-    """The checkpoint dict in ``path``; ValueError when the file is not one (a text file, a
-    truncated copy), FileNotFoundError when there is none."""
+    """The checkpoint dict in ``path``, its payload checked against its sum when it has one;
+    ``CorruptCheckpoint`` (a ValueError, one line naming the file) when the file is not a
+    checkpoint (a text file, a truncated copy) or its payload does not match its sum,
+    ValueError for another format, FileNotFoundError when there is none."""
     if Path(path).is_dir():
         raise ValueError(f"{path}: a folder, not a checkpoint file")
     try:
@@ -96,10 +176,17 @@ def load_checkpoint(path: str | os.PathLike[str]) -> dict[str, Any]:
     except FileNotFoundError:
         raise
     except Exception as e:  # torch.load raises whatever its unpickler or zip reader meets
-        raise ValueError(f"{path}: not a checkpoint ({type(e).__name__}: {e})") from e
+        raise CorruptCheckpoint(f"{path}: not a checkpoint ({_one_line(e)})") from e
     version = ckpt.get("format_version") if isinstance(ckpt, dict) else None
     if version != FORMAT_VERSION:
         raise ValueError(f"{path}: unsupported checkpoint format {version!r} (expected {FORMAT_VERSION})")
+    if CHECKSUM_KEY in ckpt:
+        want, got = ckpt[CHECKSUM_KEY], payload_digest(ckpt)
+        if got != want:
+            raise CorruptCheckpoint(
+                f"{path}: damaged checkpoint: its payload's sha256 is {got[:16]}..., "
+                f"not the {str(want)[:16]}... written with it"
+            )
     return ckpt
 
 
@@ -116,7 +203,7 @@ def load_model(
     """(model in eval mode, its vocabulary, the rest of the checkpoint without weights or state)."""
     ckpt = load_checkpoint(path)
     model = model_from_checkpoint(ckpt, dtype).eval()
-    skip = {"state_dict", "vocab", "optimizer", "scheduler", "rng"}
+    skip = {"state_dict", "vocab", "optimizer", "scheduler", "rng", CHECKSUM_KEY}
     meta = {k: v for k, v in ckpt.items() if k not in skip}
     return model, Vocab(ckpt["vocab"]), meta
 

@@ -2,7 +2,11 @@
 
 Resumable: every checkpoint carries optimizer, RNG and position-in-epoch state, and the
 batch order is a pure function of (seed, epoch), so a run killed and started again with
-the same command ends with the same weights as an uninterrupted one. Runs under
+the same command ends with the same weights as an uninterrupted one. A checkpoint that does
+not load or fails its sum (model.net.checkpoint) is named on stderr, set aside as
+``step-N.pt.corrupt`` and skipped: the run resumes from the newest good one, and the logs lose
+the rows written after it. A NaN or infinite loss or gradient norm stops the run
+(``TrainingDiverged``) before anything is saved or logged with it. Runs under
 ``torchrun`` as DDP (gloo on CPU, NCCL on CUDA), each rank taking every world-th batch.
 """
 
@@ -12,6 +16,8 @@ import csv
 import math
 import os
 import signal
+import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -27,9 +33,10 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 from tqdm import tqdm
 
 from model.net.batch import Batch
-from model.net.checkpoint import load_checkpoint
+from model.net.checkpoint import CorruptCheckpoint, load_checkpoint, verified
 from model.net.transformer import PAD_ID, check_field_types
 from model.training.batches import prefetch
+from model.training.errors import TrainingDiverged
 from model.training.losses import cross_entropy, distillation
 
 
@@ -276,18 +283,47 @@ class Trainer:
         self.new_stretch: dict[str, tuple[Any, Any]] = {}  # schedule options a resume changed: (old, new)
         self.ckpt_dir = self.out / "checkpoints"
         self.bf16 = use_bf16(cfg.amp, device)
+        # set on the device when a step's loss or gradient norm is not finite; read (one wait for
+        # the device) only before a log line, a validation or a save
+        self.diverged = torch.zeros((), dtype=torch.bool, device=device)
+        self.finite_at = 0  # the last step checked finite
 
     # ---- checkpoints ---------------------------------------------------------------
 
     def checkpoints(self) -> list[Path]:
         return sorted(self.ckpt_dir.glob("step-*.pt"))
 
+    def newest_good_checkpoint(self) -> dict[str, Any] | None:
+        """The newest checkpoint that loads and matches its sum; each one that does not is named
+        on stderr and set aside (renamed ``*.corrupt``, by the main rank)."""
+        for path in reversed(self.checkpoints()):
+            try:
+                ckpt = load_checkpoint(path)
+            except FileNotFoundError:  # another rank set it aside already
+                continue
+            except CorruptCheckpoint as e:
+                print(
+                    f"skipping checkpoint {e}; set aside as {path.name}.corrupt", file=sys.stderr, flush=True
+                )
+                if self.dist.main:
+                    path.replace(path.with_name(path.name + ".corrupt"))
+                continue
+            if not verified(ckpt) and self.dist.main:
+                print(f"checkpoint {path} has no payload sum (written before sums): loaded unverified",
+                      file=sys.stderr, flush=True)  # fmt: skip
+            return ckpt
+        return None
+
     def resume(self) -> bool:
-        """Continue from the newest checkpoint in ``out_dir``, if any."""
-        found = self.checkpoints()
-        if not found:
+        """Continue from the newest good checkpoint in ``out_dir``, if any; the logs keep only
+        the rows up to its step (none without one: a run killed before its first checkpoint
+        starts again from step 0 and writes them again)."""
+        ckpt = self.newest_good_checkpoint()
+        if ckpt is None:
+            if self.dist.main:
+                _truncate_csv(self.out / "train_log.csv", 0)
+                _truncate_csv(self.out / "valid_log.csv", 0)
             return False
-        ckpt = load_checkpoint(found[-1])
         self.raw.load_state_dict(ckpt["state_dict"])
         self.opt.load_state_dict(ckpt["optimizer"])
         self.state = TrainState(**ckpt["trainer"])
@@ -299,11 +335,29 @@ class Trainer:
         torch.set_rng_state(ckpt["rng"]["torch"])
         if self.device.type == "cuda" and "cuda" in ckpt["rng"]:
             torch.cuda.set_rng_state(ckpt["rng"]["cuda"], self.device)
-        _truncate_csv(self.out / "train_log.csv", self.state.step)
-        _truncate_csv(self.out / "valid_log.csv", self.state.step)
+        if self.dist.main:
+            _truncate_csv(self.out / "train_log.csv", self.state.step)
+            _truncate_csv(self.out / "valid_log.csv", self.state.step)
+        self.finite_at = self.state.step
         return True
 
+    def check_finite(self) -> None:
+        """``TrainingDiverged`` when a step since the last check had a NaN or infinite loss or
+        gradient norm (on any rank: every rank calls this at the same steps)."""
+        bad = self.diverged
+        if self.dist.world > 1:
+            bad = bad.to(torch.int32)
+            dist.all_reduce(bad, op=dist.ReduceOp.MAX)
+        if bool(bad):
+            raise TrainingDiverged(
+                f"training diverged: the loss or gradient norm became NaN or infinite after step "
+                f"{self.finite_at} (by step {self.state.step}); stopped without saving or logging "
+                f"anything after step {self.finite_at}. Try a lower lr or more warmup_steps"
+            )
+        self.finite_at = self.state.step
+
     def save_checkpoint(self) -> None:
+        self.check_finite()
         if not self.dist.main or self.hooks.save is None:
             return
         rng = {"torch": torch.get_rng_state()}
@@ -358,8 +412,10 @@ class Trainer:
                 )
         self.opt.zero_grad(set_to_none=True)
         loss.backward()
+        self.diverged |= ~torch.isfinite(loss.detach())
         if self.cfg.clip_norm:
-            nn.utils.clip_grad_norm_(self.raw.parameters(), self.cfg.clip_norm)
+            norm = nn.utils.clip_grad_norm_(self.raw.parameters(), self.cfg.clip_norm)
+            self.diverged |= ~torch.isfinite(norm)
         self.opt.step()
         return loss.detach()
 
@@ -437,6 +493,7 @@ class Trainer:
     # ---- validation and logs -------------------------------------------------------
 
     def validate(self) -> dict[str, float]:
+        self.check_finite()
         if self.hooks.evaluate is None:
             return {}
         t0 = time.perf_counter()
@@ -459,6 +516,7 @@ class Trainer:
         return metrics
 
     def log_train(self, lr: float, window: _Window, bar: tqdm) -> None:
+        self.check_finite()
         loss, rate = window.mean_loss(), window.rate()
         window.reset()
         s = self.state
@@ -540,16 +598,36 @@ def _append_csv(path: Path, row: dict[str, Any]) -> None:
         writer.writerow(row)
 
 
+def _row_step(row: dict[str, str | None]) -> int | None:
+    try:
+        return int(row.get("step") or "")
+    except ValueError:  # a row cut short by a kill
+        return None
+
+
 def _truncate_csv(path: Path, step: int) -> None:
-    """Drop rows written after ``step`` by a run that was killed before its next checkpoint."""
+    """Drop rows written after ``step`` (and rows cut short) by a run that was killed before
+    its next checkpoint, rewriting the file atomically; with nothing left, remove it."""
     if not path.exists():
         return
     with open(path, newline="", encoding="utf-8") as f:
-        rows = list(csv.DictReader(f))
-    if not rows:
+        reader = csv.DictReader(f)
+        rows = list(reader)
+        names = list(reader.fieldnames or [])
+    keep = [r for r in rows if (s := _row_step(r)) is not None and s <= step and None not in r]
+    if len(keep) == len(rows):
         return
-    keep = [r for r in rows if int(r["step"]) <= step]
-    with open(path, "w", newline="", encoding="utf-8") as f:
-        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(keep)
+    if not keep:
+        path.unlink()
+        return
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", newline="", encoding="utf-8") as f:
+            writer = csv.DictWriter(f, fieldnames=names)
+            writer.writeheader()
+            writer.writerows(keep)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise

@@ -283,7 +283,7 @@ def start_serve(bundle: Path, tmp_path: Path) -> subprocess.CompletedProcess[str
 def test_serve_refuses_a_bundle_whose_proposer_will_not_load(
     tmp_path: Path, bundle_a: Path, proposer: str
 ) -> None:
-    from model.release.bundle import MODEL_FILE, PROPOSER_FILE
+    from model.release.bundle import MODEL_FILE, PROPOSER_FILE, write_manifest
 
     bundle = tmp_path / "bundle"
     shutil.copytree(bundle_a, bundle)
@@ -293,17 +293,44 @@ def test_serve_refuses_a_bundle_whose_proposer_will_not_load(
     else:  # an encoder-decoder where the tagger belongs
         shutil.copy(bundle / MODEL_FILE, bundle / PROPOSER_FILE)
         says = "must be an encoder-only tagger"
+    write_manifest(bundle)  # made so, not damaged afterwards: the sums match
     r = start_serve(bundle, tmp_path)
     assert r.returncode == 2, r.stderr
     assert says in r.stderr and "proposer.pt" in r.stderr and "Traceback" not in r.stderr
 
 
 def test_serve_refuses_a_bundle_whose_known_lines_will_not_load(tmp_path: Path, bundle_a: Path) -> None:
-    from model.release.bundle import KNOWN_FILE
+    from model.release.bundle import KNOWN_FILE, write_manifest
 
     bundle = tmp_path / "bundle"
     shutil.copytree(bundle_a, bundle)
     (bundle / KNOWN_FILE).write_bytes(b"\xfd7zXZ truncated")
+    write_manifest(bundle)  # made so: the sums match
     r = start_serve(bundle, tmp_path)
     assert r.returncode == 2, r.stderr
     assert KNOWN_FILE in r.stderr and "not an lzma file" in r.stderr and "Traceback" not in r.stderr
+
+
+@pytest.mark.parametrize("damaged", ["model.pt", "proposer.pt", "sensitive.npy"])
+def test_serve_refuses_a_bundle_that_differs_from_its_sums(
+    tmp_path: Path, vocab: Vocab, damaged: str
+) -> None:
+    """4 KiB of random bytes inside a file of the bundle (model.pt would load and serve):
+    the start-up stops with one line naming the file, exit status 2, no traceback."""
+    import random
+
+    from model.release.bundle import MANIFEST_FILE
+
+    bundle = build_bundle(tmp_path / "bundle", vocab, seed=1, version="test-sums", proposer_word="秋月生辉")
+    assert damaged in (bundle / MANIFEST_FILE).read_text()
+    data = (bundle / damaged).read_bytes()
+    middle = len(data) // 2
+    chunk = min(4096, len(data) // 4)
+    (bundle / damaged).write_bytes(
+        data[:middle] + random.Random(25).randbytes(chunk) + data[middle + chunk :]
+    )
+    r = start_serve(bundle, tmp_path)
+    assert r.returncode == 2, r.stderr
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and f"bundle/{damaged}: damaged or replaced" in lines[0], r.stderr
+    assert lines[0].startswith("cannot load the model bundle:") and "Traceback" not in r.stderr

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import random
+import shutil
 import threading
 import time
 from pathlib import Path
@@ -10,6 +12,7 @@ import httpx
 import pytest
 from fastapi.testclient import TestClient
 
+from model.release.bundle import MODEL_FILE
 from serve.main import create_app
 from serve.settings import Settings
 from tests.serve.conftest import PAIRS, LiveServer, wait_known
@@ -26,6 +29,29 @@ def test_failed_reload_keeps_the_old_model(client: TestClient, tmp_path: Path) -
     r = client.post("/api/v1/admin/reload", json={"model_dir": str(tmp_path / "none")}, headers=TOKEN)
     assert r.status_code == 400 and "Could not load" in r.json()["detail"]
     assert client.get("/api/v1/health").json()["model_version"] == "test-a"
+
+
+def test_a_bundle_that_differs_from_its_sums_is_refused_and_the_old_model_keeps_answering(
+    client: TestClient, tmp_path: Path, bundle_b: Path
+) -> None:
+    bundle = tmp_path / "b"
+    shutil.copytree(bundle_b, bundle)
+    data = (bundle / MODEL_FILE).read_bytes()
+    middle = len(data) // 2
+    (bundle / MODEL_FILE).write_bytes(
+        data[:middle] + random.Random(25).randbytes(4096) + data[middle + 4096 :]
+    )
+    r = client.post("/api/v1/admin/reload", json={"model_dir": str(bundle)}, headers=TOKEN)
+    assert r.status_code == 400, r.text
+    detail = r.json()["detail"]
+    assert detail.startswith("模型加载失败，继续使用旧模型 / Could not load") and "\n" not in detail
+    assert f"{bundle / MODEL_FILE}: damaged or replaced" in detail
+    answer = client.post("/api/v1/generate", json={"upper": PAIRS[0][0], "n": 2})
+    assert answer.status_code == 200 and answer.json()["model_version"] == "test-a"
+    assert client.get("/api/v1/health").json()["model_version"] == "test-a"
+    shutil.copy(bundle_b / MODEL_FILE, bundle / MODEL_FILE)  # mended: the same request now loads it
+    r = client.post("/api/v1/admin/reload", json={"model_dir": str(bundle)}, headers=TOKEN)
+    assert r.status_code == 200 and r.json()["version"] == "test-b"
 
 
 @pytest.mark.parametrize("processes", [0, 2])

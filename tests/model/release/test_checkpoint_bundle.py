@@ -1,5 +1,15 @@
 from __future__ import annotations
 
+import logging
+import os
+import random
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
 import numpy as np
 import pytest
 import torch
@@ -7,10 +17,39 @@ import torch
 from data.banners import BANNERS_FILE
 from data.pairing import PairingTable
 from data.vocab import Vocab
-from model.net.checkpoint import load_checkpoint, load_model, save
+from model.decoding.blocked import BlockedWords
+from model.net.checkpoint import (
+    CHECKSUM_KEY,
+    CorruptCheckpoint,
+    load_checkpoint,
+    load_model,
+    save,
+    save_checkpoint,
+    verified,
+)
 from model.net.transformer import CoupletTransformer, ModelConfig
-from model.release.bundle import KNOWN_FILE, PAIRING_FILE, export_bundle, load_bundle
+from model.release.bundle import (
+    DOC_FILES,
+    FINGERPRINTS_FILE,
+    KNOWN_FILE,
+    MANIFEST_FILE,
+    MODEL_CARD,
+    MODEL_FILE,
+    PAIRING_FILE,
+    PAYLOAD_FILES,
+    PROPOSER_FILE,
+    BundleError,
+    export_bundle,
+    file_sha256,
+    install_bundle,
+    load_bundle,
+    read_manifest,
+    verify_bundle,
+    write_manifest,
+)
 from model.release.fingerprint import FingerprintIndex, KnownLowers, fingerprint
+
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def make_model(vocab: Vocab) -> CoupletTransformer:
@@ -91,9 +130,11 @@ def test_bundle_carries_the_known_lower_lines(tmp_path, vocab: Vocab, pairs) -> 
     plain = export_bundle(tmp_path / "plain", model, vocab, train_uppers=[u0])
     assert load_bundle(plain).known_lowers(u0) == [] and not (plain / KNOWN_FILE).exists()
     (out / KNOWN_FILE).write_bytes(b"not lzma")
+    write_manifest(out)  # a bundle made with a bad file, not one damaged afterwards
     with pytest.raises(ValueError, match="not an lzma file"):
         load_bundle(out)
     (out / KNOWN_FILE).write_bytes(KnownLowers.encode(FingerprintIndex.from_lines(["x"]), []))
+    write_manifest(out)
     with pytest.raises(ValueError, match="1 records for 2 fingerprints"):
         load_bundle(out)
 
@@ -114,6 +155,7 @@ def test_bundle_carries_the_pairing_table_of_its_training_pairs(tmp_path, vocab:
     with_banners = export_bundle(tmp_path / "banners", model, vocab, train_uppers=["x"], banners=phrases)
     assert (with_banners / BANNERS_FILE).read_bytes() == b"a banners table"
     (out / PAIRING_FILE).write_bytes(b"not a table")
+    write_manifest(out)
     with pytest.raises(ValueError, match="not a pairing table"):
         load_bundle(out)
 
@@ -131,3 +173,139 @@ def test_half_checkpoint_stores_tied_weights_once(vocab: Vocab) -> None:
     tied = [v for k, v in state.items() if v.shape == model.embed.weight.shape]
     assert len(tied) >= 2 and all(t.dtype == torch.float16 for t in tied)
     assert len({t.data_ptr() for t in tied}) == 1
+
+
+def test_checkpoint_refuses_bytes_changed_inside_a_tensor(tmp_path, vocab: Vocab) -> None:
+    """Bytes overwritten inside a tensor's data load silently with torch.load; the payload's
+    sum, written with the checkpoint, catches them."""
+    model = make_model(vocab)
+    path = save(
+        tmp_path / "c.pt", model, vocab, step=7, best_valid=float("inf"), rng={"torch": torch.get_rng_state()}
+    )
+    assert verified(load_checkpoint(path))
+    weight = model.state_dict()["embed.weight"]
+    data = bytearray(path.read_bytes())
+    at = data.find(weight.numpy().tobytes())
+    assert at > 0
+    data[at + 64 : at + 64 + 256] = random.Random(0).randbytes(256)
+    path.write_bytes(bytes(data))
+    assert not torch.equal(torch.load(path, weights_only=True)["state_dict"]["embed.weight"], weight)
+    with pytest.raises(CorruptCheckpoint, match=r"c\.pt: damaged checkpoint: its payload's sha256"):
+        load_checkpoint(path)
+
+
+def test_checkpoint_refuses_random_bytes_and_truncation(tmp_path, vocab: Vocab) -> None:
+    path = save(tmp_path / "c.pt", make_model(vocab), vocab, step=1)
+    good = path.read_bytes()
+    middle = len(good) // 2
+    path.write_bytes(good[:middle] + random.Random(1).randbytes(4096) + good[middle + 4096 :])
+    with pytest.raises(CorruptCheckpoint, match=r"c\.pt: ") as damaged:
+        load_checkpoint(path)
+    path.write_bytes(good[:middle])
+    with pytest.raises(CorruptCheckpoint, match=r"c\.pt: not a checkpoint") as truncated:
+        load_checkpoint(path)
+    for e in (damaged, truncated):
+        assert "\n" not in str(e.value)
+
+
+def test_a_changed_payload_needs_a_new_sum_and_old_checkpoints_load_unverified(
+    tmp_path, vocab: Vocab
+) -> None:
+    path = save(tmp_path / "c.pt", make_model(vocab), vocab, step=1)
+    ckpt = load_checkpoint(path)
+    ckpt["step"] = 2
+    torch.save(ckpt, path)  # the old sum with a new payload
+    with pytest.raises(CorruptCheckpoint, match="damaged"):
+        load_checkpoint(path)
+    save_checkpoint(ckpt, path)
+    assert load_checkpoint(path)["step"] == 2
+    del ckpt[CHECKSUM_KEY]
+    torch.save(ckpt, path)  # as written before checkpoints carried sums
+    old = load_checkpoint(path)
+    assert old["step"] == 2 and not verified(old)
+    assert CHECKSUM_KEY not in load_model(path)[2]
+
+
+def export_small(out: Path, vocab: Vocab, pairs: list[tuple[str, str]], **kw: Any) -> Path:
+    from model.net.tagger import CoupletTagger
+
+    cfg = ModelConfig(vocab_size=len(vocab), d_model=32, n_heads=4, n_enc_layers=1, d_ff=64, kind="tagger")
+    return export_bundle(out, make_model(vocab), vocab, train_pairs=pairs, proposer=CoupletTagger(cfg), **kw)
+
+
+def test_bundle_manifest_lists_the_payload_and_refuses_a_damaged_file(tmp_path, vocab: Vocab, pairs) -> None:
+    phrases = tmp_path / "phrases.npz"
+    phrases.write_bytes(b"a banners table")
+    blocked = BlockedWords.from_words(["明月"], vocab.pieces)
+    out = export_small(
+        tmp_path / "bundle", vocab, pairs, banners=phrases, data_report={"pairs": 3}, blocked=blocked
+    )
+    written = {p.name for p in out.iterdir()}
+    assert written == {*PAYLOAD_FILES, *DOC_FILES, MANIFEST_FILE}  # a new file is payload or a document
+    assert read_manifest(out) == {name: file_sha256(out / name) for name in PAYLOAD_FILES}
+    assert verify_bundle(out)
+    (out / MODEL_CARD).write_text("# a card written again", encoding="utf-8")  # documents are free
+    load_bundle(out)
+    for name in (MODEL_FILE, PROPOSER_FILE, FINGERPRINTS_FILE):
+        good = (out / name).read_bytes()
+        middle = len(good) // 2
+        (out / name).write_bytes(good[:middle] + random.Random(2).randbytes(64) + good[middle + 64 :])
+        with pytest.raises(BundleError, match=rf"bundle/{re.escape(name)}: damaged or replaced"):
+            load_bundle(out)
+        (out / name).write_bytes(good)
+    load_bundle(out)
+    (out / KNOWN_FILE).unlink()
+    with pytest.raises(BundleError, match=r"known_lowers\.txt\.xz: listed in SHA256SUMS but missing"):
+        load_bundle(out)
+
+
+def test_bundle_payload_must_be_listed_and_old_bundles_load_with_a_warning(
+    tmp_path, vocab: Vocab, pairs, caplog: pytest.LogCaptureFixture
+) -> None:
+    out = export_bundle(tmp_path / "bundle", make_model(vocab), vocab, train_uppers=["x"])
+    shutil.copy(out / MODEL_FILE, out / "stray.pt")  # not a bundle file: ignored
+    load_bundle(out)
+    shutil.copy(out / MODEL_FILE, out / PAIRING_FILE)  # a payload file nobody listed
+    with pytest.raises(BundleError, match=r"pairing\.npz: not listed in SHA256SUMS"):
+        load_bundle(out)
+    (out / PAIRING_FILE).unlink()
+    (out / MANIFEST_FILE).unlink()
+    with caplog.at_level(logging.WARNING):
+        assert load_bundle(out).meta["step"] == 0
+    assert "has no SHA256SUMS" in caplog.text and "--write-manifest" in caplog.text
+    with pytest.raises(BundleError, match="SHA256SUMS: line 1"):
+        (out / MANIFEST_FILE).write_text("junk\n")
+        load_bundle(out)
+
+
+def test_the_manifest_command_writes_and_checks(tmp_path, vocab: Vocab, pairs) -> None:
+    out = export_small(tmp_path / "bundle", vocab, pairs)
+    (out / MANIFEST_FILE).unlink()
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+
+    def command(*args: str) -> subprocess.CompletedProcess[str]:
+        argv = [sys.executable, "-m", "model.release.bundle", *args]
+        return subprocess.run(argv, capture_output=True, text=True, env=env, cwd=ROOT, timeout=120)
+
+    assert command("--check", str(out)).returncode == 1
+    wrote = command("--write-manifest", str(out))
+    assert wrote.returncode == 0 and "6 files" in wrote.stdout, wrote.stderr
+    assert command("--check", str(out)).returncode == 0
+    shutil.copy(out / MODEL_FILE, out / PROPOSER_FILE)
+    r = command("--check", str(out))
+    assert r.returncode == 1 and "proposer.pt: damaged or replaced" in r.stderr
+    assert r.stderr.count("\n") == 1 and "Traceback" not in r.stderr
+    if shutil.which("sha256sum"):  # the coreutils tool reads the same file
+        assert subprocess.run(["sha256sum", "--quiet", "-c", MANIFEST_FILE], cwd=out).returncode == 1
+
+
+def test_install_refuses_a_bundle_that_differs_from_its_manifest(tmp_path, vocab: Vocab) -> None:
+    out = export_bundle(tmp_path / "bundle", make_model(vocab), vocab, train_uppers=["x"], step=1)
+    installed = install_bundle(out, tmp_path / "default")
+    assert load_bundle(installed).meta["step"] == 1
+    export_bundle(out, make_model(vocab), vocab, train_uppers=["x"], step=2)
+    (out / FINGERPRINTS_FILE).write_bytes(b"damaged")
+    with pytest.raises(BundleError, match=r"fingerprints\.npy: damaged"):
+        install_bundle(out, tmp_path / "default")
+    assert load_bundle(installed).meta["step"] == 1  # the installed one untouched
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bundle", "default"]

@@ -9,7 +9,7 @@ import pytest
 from data.paths import default_model_dir
 from model.decoding.decoder import Decoder
 from model.decoding.options import DecodeOptions
-from model.release.bundle import load_bundle
+from model.release.bundle import load_bundle, verify_bundle
 
 UPPERS = [
     "春风得意马蹄疾",
@@ -54,3 +54,8 @@ def test_locks_and_unknown_characters(decoder: Decoder):
     unknown = decoder.generate("春风𠀋意", DecodeOptions(n_best=3))
     assert "𠀋" in unknown.unknown_chars
     assert all(len(c.text) == 4 for c in unknown.candidates)
+
+
+def test_the_shipped_bundle_matches_its_manifest():
+    # after replacing its files: python -m model.release.bundle --write-manifest models/default
+    assert verify_bundle(default_model_dir())

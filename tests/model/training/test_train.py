@@ -1,6 +1,8 @@
 from __future__ import annotations
 
+import csv
 import os
+import random
 import shutil
 import signal
 import subprocess
@@ -12,7 +14,7 @@ import pytest
 import torch
 
 from model.net.batch import Batch, collate
-from model.net.checkpoint import build_model, load_checkpoint, load_model
+from model.net.checkpoint import build_model, load_checkpoint, load_model, save_checkpoint
 from model.net.transformer import ModelConfig
 from model.release.bundle import load_bundle
 from model.train import main
@@ -111,6 +113,99 @@ def test_resume_after_sigkill_matches_uninterrupted_run(tmp_path: Path, data_fol
         assert torch.equal(a[k], b[k]), k
 
 
+def log_steps(path: Path) -> list[int]:
+    with open(path, newline="", encoding="utf-8") as f:
+        return [int(row["step"]) for row in csv.DictReader(f)]
+
+
+def damage(path: Path, how: str) -> None:
+    """4 KiB of random bytes written into the middle of ``path``, or its second half cut off."""
+    data = path.read_bytes()
+    middle = len(data) // 2
+    if how == "random bytes":
+        path.write_bytes(data[:middle] + random.Random(25).randbytes(4096) + data[middle + 4096 :])
+    else:
+        path.write_bytes(data[:middle])
+
+
+@pytest.mark.parametrize("how", ["random bytes", "truncated"])
+def test_a_damaged_newest_checkpoint_is_named_and_skipped_and_resuming_falls_back(
+    tmp_path: Path, data_folder: Path, capsys: pytest.CaptureFixture[str], how: str
+) -> None:
+    """The run resumes from the newest good checkpoint and, the batch order being fixed, ends
+    with the very weights the damaged checkpoint held; the logs keep no row twice."""
+    out = tmp_path / "run"
+    opts = [
+        "--set",
+        "save_every=10",
+        "--set",
+        "keep_last=3",
+        "--set",
+        "eval_every=10",
+        "--set",
+        "log_every=5",
+    ]
+    args = cli(data_folder, out, 30, *opts, "--set", "batch_tokens=300")
+    assert main(args) == 0
+    newest = out / "checkpoints" / "step-00000030.pt"
+    before = load_checkpoint(newest)["state_dict"]
+    damage(newest, how)
+    capsys.readouterr()
+    assert main(args) == 0
+    captured = capsys.readouterr()
+    skipped = [line for line in captured.err.splitlines() if "skipping checkpoint" in line]
+    assert len(skipped) == 1 and str(newest) in skipped[0], captured.err
+    assert "resumed from step 20" in captured.out
+    assert (out / "checkpoints" / "step-00000030.pt.corrupt").exists()
+    after = load_checkpoint(newest)["state_dict"]
+    assert before.keys() == after.keys() and all(torch.equal(before[k], after[k]) for k in before)
+    assert log_steps(out / "train_log.csv") == [5, 10, 15, 20, 25, 30]
+    assert log_steps(out / "valid_log.csv") == [10, 20, 30]
+
+
+def test_a_nan_loss_stops_training_with_a_message_and_saves_nothing(
+    tmp_path: Path, data_folder: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Weights gone NaN (here written into the newest checkpoint, with a valid sum) give a NaN
+    loss at the first step: the run stops, exit status 1, and saves or logs nothing after it."""
+    out = tmp_path / "run"
+    opts = ["--set", "save_every=2", "--set", "log_every=1", "--set", "eval_every=1000"]
+    assert main(cli(data_folder, out, 4, *opts)) == 0
+    newest = out / "checkpoints" / "step-00000004.pt"
+    ckpt = load_checkpoint(newest)
+    weights = ckpt["state_dict"]["embed.weight"]
+    weights[5] = float("nan")
+    save_checkpoint(ckpt, newest)
+    capsys.readouterr()
+    assert main(cli(data_folder, out, 8, *opts)) == 1
+    err = capsys.readouterr().err
+    assert "error: training diverged: the loss or gradient norm became NaN or infinite after step 4" in err
+    assert "Traceback" not in err
+    assert sorted(p.name for p in (out / "checkpoints").iterdir()) == ["step-00000002.pt", "step-00000004.pt"]
+    assert log_steps(out / "train_log.csv") == [1, 2, 3, 4]
+
+
+def test_a_run_killed_before_its_first_checkpoint_writes_its_log_rows_once(
+    tmp_path: Path, data_folder: Path
+) -> None:
+    out = tmp_path / "run"
+    opts = ["--set", "save_every=100000", "--set", "eval_every=3", "--set", "log_every=2"]
+    proc = run_module(cli(data_folder, out, 100_000, *opts), stdout=subprocess.DEVNULL)
+    deadline = time.time() + 240
+    while (
+        not (out / "train_log.csv").exists() or len((out / "train_log.csv").read_text().splitlines()) < 5
+    ) and proc.poll() is None:
+        assert time.time() < deadline
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert not list(out.glob("checkpoints/step-*.pt")), "killed too late: a checkpoint was written"
+    assert len(log_steps(out / "train_log.csv")) >= 4 and log_steps(out / "valid_log.csv")
+    assert main(cli(data_folder, out, 10, *opts)) == 0
+    assert log_steps(out / "train_log.csv") == [2, 4, 6, 8, 10]
+    assert log_steps(out / "valid_log.csv") == [3, 6, 9, 10]
+
+
 def test_ctrl_c_saves_the_step_it_stopped_at_and_the_same_command_resumes(
     tmp_path: Path, data_folder: Path
 ) -> None:
@@ -154,7 +249,7 @@ def test_a_changed_schedule_starts_a_new_stretch_for_early_stopping(
     newest = sorted((out / "checkpoints").glob("step-*.pt"))[-1]
     ckpt = load_checkpoint(newest)
     ckpt["trainer"]["bad_evals"] = 2  # one more bad evaluation would stop it
-    torch.save(ckpt, newest)
+    save_checkpoint(ckpt, newest)  # sealed again: a changed payload needs its new sum
     capsys.readouterr()
     assert main(first) == 0  # the same options: nothing left to train, nothing changed
     assert "new stretch" not in capsys.readouterr().out
