@@ -320,3 +320,14 @@ def _end_tone(plan: Plan) -> Tone:
             return tone
     return Tone.NONE
 
+
+if __name__ == "__main__":  # a library module: say where the command is, not nothing
+    import sys
+
+    print(
+        "model.decoding.decoder is a library module, not a command.\n"
+        "usage: duilian generate 春风得意马蹄疾   (the command line; duilian --help)\n"
+        "       python -m duilian generate ...   (the same, without the console script)",
+        file=sys.stderr,
+    )
+    sys.exit(2)
