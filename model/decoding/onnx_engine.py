@@ -171,7 +171,7 @@ class _Graph:
     ) -> None:
         self.inputs = inputs
         graph = cache.read(name, int8) if cache is not None else None
-        if graph is not None:
+        if cache is not None and graph is not None:
             try:
                 self.session = _session(graph, threads)
                 return
