@@ -51,4 +51,4 @@ test: $(PY) sysdeps ## run the test suite (installs Redis, PostgreSQL, Chromium,
 lint: $(PY) ## ruff and mypy
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
-	$(VENV)/bin/mypy bench crawler data model serve tests
+	$(VENV)/bin/mypy bench crawler data duilian model serve tests

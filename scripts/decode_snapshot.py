@@ -19,7 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from data.paths import corpus_dir, default_model_dir
-from serve.couplets import Engine, LoadedModel, Query
+from duilian.inputs import Query
+from duilian.service import Engine, LoadedModel
 from serve.settings import Settings
 
 # (name, query fields): the plain request and the modes that take other search paths

@@ -3,7 +3,8 @@
 under ``TYPE_CHECKING``), counted. ``python scripts/import_graph.py`` prints them.
 
 Two orders are checked. Between the project's parts: data/ at the bottom, the crawler and
-the model on it, the service on the model, the benchmarks on top. Inside model/, its layers
+the model on it, the in-process service and the command line (duilian/) on the model, the
+site (serve/) on that, the benchmarks on top. Inside model/, its layers
 (docs/ARCHITECTURE.md, "Model layers"): ``model.net`` at the bottom, ``model.training`` and
 ``model.decoding`` on it (siblings: neither imports the other), ``model.release`` on both,
 and the command-line entry modules (``model.train``, ``model.evaluate``...) on top.
@@ -16,10 +17,11 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-PACKAGES = ("data", "crawler", "model", "serve", "bench")
+PACKAGES = ("data", "crawler", "model", "duilian", "serve", "bench")
 # A part may import only from parts earlier in this list (the crawler and the data stage sit
-# below the model, the model below the service).
-ORDER = {"data": 0, "crawler": 1, "model": 1, "serve": 2, "bench": 3}
+# below the model, the model below the in-process service and its command line (duilian/),
+# that below the site (serve/)).
+ORDER = {"data": 0, "crawler": 1, "model": 1, "duilian": 2, "serve": 3, "bench": 4}
 
 
 # model/'s layers; a module of model/ outside them (an entry module) sits above them all

@@ -1,4 +1,7 @@
-"""The loaded model and what the API asks of it: candidates, tones, rule reports, flags.
+"""The service as the site runs it: the in-process service (duilian/service.py's
+``LoadedModel``) in decode worker processes (``PooledModel``: the pool, its watchdog and
+restarts), behind micro-batching (serve/batching.py), a result cache, the known-lines index
+and reloads (``CoupletService``), answering with the API's response bodies.
 
 A ``LoadedModel`` is immutable once built; ``CoupletService.reload`` builds a new one
 beside the old and swaps one reference, so a request that started on the old model
@@ -8,8 +11,6 @@ finishes on it and no request ever sees a half-loaded model.
 from __future__ import annotations
 
 import asyncio
-import functools
-import hashlib
 import logging
 import multiprocessing
 import os
@@ -19,40 +20,25 @@ from collections import OrderedDict
 from collections.abc import Callable
 from concurrent.futures import CancelledError, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
-from dataclasses import dataclass
+from dataclasses import replace
 from multiprocessing.connection import wait
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from data.sensitive import ALLOW_LIST, SensitiveFilter, read_words
-from data.tones import line_tones, mark
-from model.decoding.decoder import Decoder
-from model.decoding.options import DIVERSE_PENALTY, MAX_CANDIDATES, DecodeOptions, DecodeResult, Runtime
-from model.decoding.options import Candidate as DecodeCandidate
-from model.decoding.plan import ConstraintError
-from model.release.bundle import MODEL_FILE, Bundle, load_bundle
+from data.sensitive import SensitiveFilter
+from duilian import service
+from duilian.inputs import Query
+from duilian.service import DEFAULT_ENGINE, KNOWN_SHOWN, Answer, Engine, LoadedModel, word_filter
+from model.release.bundle import load_bundle
 from serve.batching import DecodeBatcher
 from serve.known_lines import KnownLines
 from serve.logs import NO_REQUEST, REQUEST_ID, LogSetup, configure_logging
-from serve.schemas import Candidate, GenerateResponse, RuleReportOut
+from serve.schemas import Banner, Candidate, GenerateResponse, RuleReportOut
 from serve.settings import Settings
 
 log = logging.getLogger(__name__)
-KNOWN_SHOWN = 5  # known lower lines in an answer, from the bundle or the corpus file
-
-
-@dataclass(frozen=True)
-class Query:
-    upper: str
-    n: int
-    tone_mode: str = "modern"
-    locks: str | None = None
-    required_first: str | None = None
-    required_chars: str | None = None
-    fast: bool = False
-    diverse: bool = False
 
 
 def report_out(report: dict[str, bool | float | None]) -> RuleReportOut:
@@ -60,130 +46,40 @@ def report_out(report: dict[str, bool | float | None]) -> RuleReportOut:
     return RuleReportOut(**report)  # type: ignore[arg-type]
 
 
-@functools.lru_cache(maxsize=65536)
-def _marks(line: str, mode: str) -> tuple[str, ...]:
-    return tuple(mark(t) for t in line_tones(line, mode))
+def banners_out(banners: list[service.Banner]) -> list[Banner]:
+    return [Banner(text=b.text, tones=list(b.tones), score=b.score) for b in banners]
 
 
-def tone_marks(line: str, mode: str) -> list[str]:
-    """平/仄/中/'' per character (cached: pypinyin costs as much as a small decode)."""
-    return list(_marks(line, mode))
-
-
-def _version(bundle: Bundle) -> str:
-    named = bundle.meta.get("version")
-    if named:
-        return str(named)
-    digest = hashlib.blake2b((bundle.path / MODEL_FILE).read_bytes(), digest_size=4).hexdigest()
-    return f"step{bundle.meta.get('step', 0)}-{digest}"
-
-
-def allow_list() -> list[str]:
-    return read_words(ALLOW_LIST) if ALLOW_LIST.is_file() else []
+def response(answer: Answer) -> GenerateResponse:
+    """The service's answer as the API's response body."""
+    return GenerateResponse(
+        upper=answer.upper,
+        upper_tones=list(answer.upper_tones),
+        candidates=[
+            Candidate(
+                text=c.text,
+                rank_score=c.rank_score,
+                score=c.score,
+                tones=list(c.tones),
+                report=report_out(c.report.as_dict()),
+                banners=banners_out(c.banners),
+            )
+            for c in answer.candidates
+        ],
+        in_training_set=answer.in_training_set,
+        known_lower_lines=list(answer.known_lower_lines),
+        unknown_chars=list(answer.unknown_chars),
+        upper_ends_level=answer.upper_ends_level,
+        filtered=answer.filtered,
+        model_version=answer.model_version,
+    )
 
 
 def extra_filter(settings: Settings) -> SensitiveFilter | None:
     """The configured extra word list (with its allow-list, else the data stage's), if any."""
     if settings.sensitive_words is None:
         return None
-    allow = read_words(settings.sensitive_allow) if settings.sensitive_allow else allow_list()
-    return SensitiveFilter(read_words(settings.sensitive_words), allow)
-
-
-@dataclass(frozen=True)
-class Engine:
-    """How a bundle is decoded: int8 copies of the models, and on what (model.decoding.options.RUNTIMES)."""
-
-    int8: bool = False
-    runtime: Runtime = "torch"
-
-
-class LoadedModel:
-    """One bundle with its decoder and sensitive-word filters, ready to answer."""
-
-    def __init__(
-        self, bundle: Bundle, extra_filter: SensitiveFilter | None = None, engine: Engine = Engine()
-    ) -> None:
-        self.bundle = bundle
-        self.version = _version(bundle)
-        self.decoder = Decoder(
-            bundle.model,
-            bundle.vocab,
-            int8=engine.int8,
-            proposer=bundle.proposer,
-            runtime=engine.runtime,
-            pairing=bundle.pairing,
-        )
-        bundled = bundle.sensitive_filter(allow_list()) if len(bundle.sensitive_hashes) else None
-        self.filters = [f for f in (bundled, extra_filter) if f is not None]
-
-    @classmethod
-    def load(
-        cls, path: Path, extra_filter: SensitiveFilter | None = None, engine: Engine = Engine()
-    ) -> LoadedModel:
-        model = cls(load_bundle(path), extra_filter, engine)
-        model.answer_batch([Query("春风得意", 1)], 0)  # the decoder's tables are built on first use
-        return model
-
-    def is_clean(self, text: str) -> bool:
-        return all(f.is_clean(text) for f in self.filters)
-
-    def answer_batch(self, queries: list[Query], oversample: int) -> list[GenerateResponse | Exception]:
-        """Answers for queries that differ only in their upper line, decoded as one batch.
-
-        The decoder is asked for ``n + oversample`` candidates and the first ``n`` clean ones
-        are kept; a line that comes up short after the filter is decoded again with the most
-        candidates the decoder gives.
-        """
-        options = _options(queries[0], queries[0].n + oversample)
-        try:
-            with torch.inference_mode():
-                results: list[DecodeResult | Exception] = list(
-                    self.decoder.generate_batch([q.upper for q in queries], options)
-                )
-        except ConstraintError:  # the batch stops at the first impossible line: one by one
-            results = [self._decode(q.upper, options) for q in queries]
-        answers: list[GenerateResponse | Exception] = []
-        for q, result in zip(queries, results, strict=True):
-            if isinstance(result, DecodeResult):
-                clean = self._clean(result)
-                if len(clean) < q.n <= len(result.candidates) and options.n_best < MAX_CANDIDATES:
-                    result = self._decode(q.upper, _options(q, MAX_CANDIDATES))
-                    clean = self._clean(result) if isinstance(result, DecodeResult) else []
-            answers.append(result if isinstance(result, Exception) else self._response(q, result, clean))
-        return answers
-
-    def _decode(self, upper: str, options: DecodeOptions) -> DecodeResult | Exception:
-        try:
-            with torch.inference_mode():
-                return self.decoder.generate(upper, options)
-        except ConstraintError as exc:
-            return exc
-
-    def _clean(self, result: DecodeResult) -> list[DecodeCandidate]:
-        return [c for c in result.candidates if self.is_clean(c.text)]
-
-    def _response(self, q: Query, result: DecodeResult, clean: list[DecodeCandidate]) -> GenerateResponse:
-        return GenerateResponse(
-            upper=q.upper,
-            upper_tones=tone_marks(q.upper, q.tone_mode),
-            candidates=[
-                Candidate(
-                    text=c.text,
-                    rank_score=float(c.rank),
-                    score=float(c.score),
-                    tones=tone_marks(c.text, q.tone_mode),
-                    report=report_out(c.report),
-                )
-                for c in clean[: q.n]
-            ],
-            in_training_set=self.bundle.in_training_data(q.upper),
-            known_lower_lines=[],
-            unknown_chars=list(result.unknown_chars),
-            upper_ends_level=result.probably_reversed,
-            filtered=len(result.candidates) - len(clean),
-            model_version=self.version,
-        )
+    return word_filter(settings.sensitive_words, settings.sensitive_allow)
 
 
 _WORKER_MODEL: LoadedModel | None = None  # in a decode worker process: its copy of the model
@@ -223,7 +119,7 @@ def _start_worker(
 
 def _worker_answer(
     queries: list[Query], oversample: int, request_id: str = NO_REQUEST
-) -> list[GenerateResponse | Exception]:
+) -> list[Answer | Exception]:
     if _WORKER_MODEL is None:
         raise RuntimeError("decode worker started without its model")
     REQUEST_ID.set(request_id)  # the ids of the batch's requests, for this worker's log lines
@@ -373,7 +269,10 @@ class PooledModel:
     def is_clean(self, text: str) -> bool:
         return self.local.is_clean(text)
 
-    def answer_batch(self, queries: list[Query], oversample: int) -> list[GenerateResponse | Exception]:
+    def known_lines(self, upper: str, found: list[str] | None = None) -> list[str]:
+        return self.local.known_lines(upper, found)
+
+    def answer_batch(self, queries: list[Query], oversample: int) -> list[Answer | Exception]:
         for _ in range(2):  # a pool found broken at submission never held the job: once more
             pool = self._working_pool()
             try:
@@ -400,7 +299,7 @@ Served = LoadedModel | PooledModel
 def load_served(
     path: Path,
     extra: SensitiveFilter | None = None,
-    engine: Engine = Engine(),
+    engine: Engine = DEFAULT_ENGINE,
     processes: int = 0,
     threads: int = 1,
     restart_wait: float = 30.0,
@@ -411,18 +310,6 @@ def load_served(
     if processes > 0:
         return PooledModel(path, extra, engine, processes, threads, restart_wait, logs)
     return LoadedModel.load(path, extra, engine)
-
-
-def _options(q: Query, n_best: int) -> DecodeOptions:
-    return DecodeOptions(
-        n_best=min(n_best, MAX_CANDIDATES),
-        tone_mode=q.tone_mode,
-        locks=q.locks,
-        required_first=q.required_first,
-        required_chars=q.required_chars or "",
-        fast=q.fast,
-        diversity=DIVERSE_PENALTY if q.diverse else 0.0,
-    )
 
 
 class Busy(Exception):
@@ -448,14 +335,14 @@ class CoupletService:
         self.loader = loader  # how reload builds a model: the same filters and precision
         self.known: KnownLines | None = None
         self.batcher = DecodeBatcher(oversample, workers=concurrency, threads=threads, max_batch=max_batch)
-        self._cache: OrderedDict[tuple[str, Query], GenerateResponse] = OrderedDict()
+        self._cache: OrderedDict[tuple[str, Query], Answer] = OrderedDict()
         self._cache_size = cache_size
         self.max_pending = max_pending
         self.cache_hits = self.cache_misses = 0  # read by serve.observability's metrics
         self._cache_lock = threading.Lock()
         self._reload_lock = threading.Lock()
 
-    async def generate(self, q: Query) -> GenerateResponse:
+    async def generate(self, q: Query) -> Answer:
         model = self.model  # one read: a reload mid-request does not mix two models
         key = (model.version, q)
         with self._cache_lock:
@@ -476,10 +363,8 @@ class CoupletService:
                     self._cache.popitem(last=False)
         # the corpus file's lower lines when one is configured, else the bundle's own
         found = self.known.lowers(q.upper, KNOWN_SHOWN) if self.known is not None else None
-        if found is None:
-            found = model.bundle.known_lowers(q.upper)
-        known = [w for w in found if model.is_clean(w)][:KNOWN_SHOWN]
-        return answer.model_copy(update={"known_lower_lines": known}) if known else answer
+        known = model.known_lines(q.upper, found)
+        return replace(answer, known_lower_lines=known) if known else answer
 
     def reload(self, path: Path) -> tuple[str, str, float]:
         """Load ``path`` beside the serving model, then swap (one reload at a time)."""

@@ -8,6 +8,7 @@ from pydantic import Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from data.paths import ROOT, data_dir, default_model_dir, work_dir
+from duilian.inputs import MAX_ASKED, MAX_CHARS, OVERSAMPLE
 from model.decoding.options import SERVE_INT8, SERVE_RUNTIME, Runtime
 from serve.db import store_url
 from serve.logs import LogLevel, LogSetup
@@ -48,10 +49,11 @@ class Settings(BaseSettings):
     )
     web_dir: Path = ROOT / "web"
 
-    max_chars: int = Field(default=32, description="longest upper line accepted")
-    max_candidates: int = Field(default=10, description="most candidates one request may ask for")
+    max_chars: int = Field(default=MAX_CHARS, description="longest upper line accepted")
+    max_candidates: int = Field(default=MAX_ASKED, description="most candidates one request may ask for")
     oversample: int = Field(
-        default=2, description="extra candidates asked of the decoder for filtered ones (more if still short)"
+        default=OVERSAMPLE,
+        description="extra candidates asked of the decoder for filtered ones (more if still short)",
     )
     max_body_bytes: int = Field(default=4096, description="larger request bodies are refused with 413")
     rate_limit_per_minute: float = Field(

@@ -20,7 +20,11 @@ H heads, dh head width, d model width, V vocabulary.
 
 from __future__ import annotations
 
+import hashlib
+import importlib.metadata
 import logging
+import os
+import sys
 import tempfile
 import warnings
 from dataclasses import dataclass
@@ -59,28 +63,94 @@ def _export(
         return path.read_bytes()
 
 
-def _session(graph: bytes, int8: bool, threads: int) -> Any:
+def _quantised(graph: bytes) -> bytes:
+    """``graph`` with its matrix products in int8 (ONNX Runtime's dynamic quantisation)."""
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    with tempfile.TemporaryDirectory() as tmp, warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        src, dst = Path(tmp, "fp32.onnx"), Path(tmp, "int8.onnx")
+        src.write_bytes(graph)
+        logging.disable(logging.WARNING)  # it logs a pre-processing hint per graph on the root logger
+        try:
+            quantize_dynamic(src, dst, weight_type=QuantType.QInt8)
+        finally:
+            logging.disable(logging.NOTSET)
+        return dst.read_bytes()
+
+
+def _session(graph: bytes, threads: int) -> Any:
     import onnxruntime as ort
 
-    if int8:
-        from onnxruntime.quantization import QuantType, quantize_dynamic
-
-        with tempfile.TemporaryDirectory() as tmp, warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            src, dst = Path(tmp, "fp32.onnx"), Path(tmp, "int8.onnx")
-            src.write_bytes(graph)
-            logging.disable(logging.WARNING)  # it logs a pre-processing hint per graph on the root logger
-            try:
-                quantize_dynamic(src, dst, weight_type=QuantType.QInt8)
-            finally:
-                logging.disable(logging.NOTSET)
-            graph = dst.read_bytes()
     so = ort.SessionOptions()
     so.intra_op_num_threads = threads
     so.inter_op_num_threads = 1
     so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     so.log_severity_level = 3  # errors only
     return ort.InferenceSession(graph, so, providers=["CPUExecutionProvider"])
+
+
+# The code an exported graph is traced from: a change to any of them makes new cache keys.
+_TRACED_SOURCES = (
+    Path(__file__),
+    Path(sys.modules[CoupletTransformer.__module__].__file__ or ""),
+    Path(sys.modules[CoupletTagger.__module__].__file__ or ""),
+)
+
+
+def _version(package: str) -> str:
+    try:
+        return importlib.metadata.version(package)
+    except importlib.metadata.PackageNotFoundError:
+        return ""
+
+
+def model_key(model: nn.Module) -> str:
+    """A digest of everything an exported graph of ``model`` depends on: its configuration and
+    weights, the traced code, the exporter's and the runtime's versions (a few ms a model)."""
+    h = hashlib.blake2b(digest_size=16)
+    h.update(repr(getattr(model, "cfg", None)).encode())
+    for path in _TRACED_SOURCES:
+        h.update(path.read_bytes())
+    for package in ("torch", "onnx", "onnxruntime"):
+        h.update(f"{package}={_version(package)};".encode())
+    for name, tensor in model.state_dict().items():
+        t = tensor.detach().cpu().contiguous()
+        h.update(f"{name}:{t.dtype}:{tuple(t.shape)};".encode())
+        h.update(t.reshape(-1).view(torch.uint8).numpy().tobytes())
+    return h.hexdigest()
+
+
+class GraphCache:
+    """Exported (and quantised) graphs kept in ``folder`` between runs, by a key of the model
+    (``model_key``), the graph's name and its settings: a process that starts again on the same
+    model reads the very bytes the export gave before, so it decodes alike, without the export
+    and the quantisation (most of a start-up). A folder that cannot be written is only not used."""
+
+    def __init__(self, folder: Path, model: nn.Module) -> None:
+        self.folder, self.key = folder, model_key(model)
+
+    def path(self, name: str, int8: bool) -> Path:
+        digest = hashlib.blake2b(f"{self.key}:{name}:{OPSET}:{int8}".encode(), digest_size=16).hexdigest()
+        return self.folder / f"{name}-{'int8' if int8 else 'fp32'}-{digest}.onnx"
+
+    def read(self, name: str, int8: bool) -> bytes | None:
+        try:
+            return self.path(name, int8).read_bytes()
+        except OSError:
+            return None
+
+    def write(self, name: str, int8: bool, graph: bytes) -> None:
+        path = self.path(name, int8)
+        try:
+            self.folder.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=self.folder)
+            with os.fdopen(fd, "wb") as f:
+                f.write(graph)
+            os.chmod(tmp, 0o644)  # mkstemp makes it 0600
+            os.replace(tmp, path)  # whole or not at all, also with two processes writing it
+        except OSError as exc:
+            logging.getLogger(__name__).warning("ONNX graph not cached in %s: %s", self.folder, exc)
 
 
 class _Graph:
@@ -96,9 +166,23 @@ class _Graph:
         axes: Axes,
         int8: bool,
         threads: int,
+        cache: GraphCache | None = None,
+        name: str = "",
     ) -> None:
         self.inputs = inputs
-        self.session = _session(_export(module, args, inputs, outputs, axes), int8, threads)
+        graph = cache.read(name, int8) if cache is not None else None
+        if cache is not None and graph is not None:
+            try:
+                self.session = _session(graph, threads)
+                return
+            except Exception:  # a damaged file: export it again, and replace it
+                logging.getLogger(__name__).warning("cached ONNX graph %s unreadable", cache.path(name, int8))
+        graph = _export(module, args, inputs, outputs, axes)
+        if int8:
+            graph = _quantised(graph)
+        if cache is not None:
+            cache.write(name, int8, graph)
+        self.session = _session(graph, threads)
 
     def __call__(self, *args: Tensor) -> list[Tensor]:
         feed = {
@@ -293,15 +377,21 @@ class OnnxTransformer:
     PyTorch calls after it, took a served request from 19.2-21.2 to 18.6-19.6 ms of CPU
     (two A/B runs alternating on 500 test lines)."""
 
-    def __init__(self, model: CoupletTransformer, int8: bool = False, threads: int = 1) -> None:
+    def __init__(
+        self, model: CoupletTransformer, int8: bool = False, threads: int = 1, cache_dir: Path | None = None
+    ) -> None:
+        """``cache_dir``: where the graphs are kept between runs (``GraphCache``); None: none."""
         model = model.eval()  # fp32 weights: the graphs take and give float32
+        graphs = GraphCache(cache_dir, model) if cache_dir is not None else None
         cfg = self.cfg = model.cfg
         h, dh, n_layers = cfg.n_heads, cfg.d_model // cfg.n_heads, cfg.n_dec_layers
         src = torch.full((2, 3), 5, dtype=torch.long)  # any ids: shapes are what the export records
         with torch.no_grad():
             memory = model.encode(src)
         encoder = _Encoder(model.embed, model.src_pos, model.encoder, model.enc_norm)
-        self._encode = _Graph(encoder, (src,), ["src"], ["memory"], {"src": {0: "N", 1: "S"}}, int8, threads)
+        self._encode = _Graph(
+            encoder, (src,), ["src"], ["memory"], {"src": {0: "N", 1: "S"}}, int8, threads, graphs, "encode"
+        )
         layers = range(n_layers)
         self._prepare = _Graph(
             _Prepare(model),
@@ -311,6 +401,8 @@ class OnnxTransformer:
             {"memory": {0: "N", 1: "S"}},
             int8,
             threads,
+            graphs,
+            "prepare",
         )
         key, value = torch.zeros(2, h, dh, 1), torch.zeros(2, h, 1, dh)
         cross_k, cross_v = torch.zeros(2, h, dh, 3), torch.zeros(2, h, 3, dh)
@@ -332,6 +424,8 @@ class OnnxTransformer:
             axes,
             int8,
             threads,
+            graphs,
+            "step",
         )
         listed = {"weight": {0: "N", 2: "M"}, "bias": {0: "N", 2: "M"}}
         self._scored = _Graph(
@@ -356,6 +450,8 @@ class OnnxTransformer:
             axes | listed,
             int8,
             threads,
+            graphs,
+            "scored_step",
         )
         self._states = _Graph(
             _Call(model, "decode_states"),
@@ -365,6 +461,8 @@ class OnnxTransformer:
             {"memory": {0: "N", 1: "S"}, "src": {0: "N", 1: "S"}, "tgt_in": {0: "N", 1: "T"}},
             int8,
             threads,
+            graphs,
+            "decode_states",
         )
         self.dec_norm = model.dec_norm
         self.head: nn.Module = model.head
@@ -440,13 +538,18 @@ class OnnxTagger:
 
     steps_are_log_probs = True
 
-    def __init__(self, model: CoupletTagger, int8: bool = False, threads: int = 1) -> None:
+    def __init__(
+        self, model: CoupletTagger, int8: bool = False, threads: int = 1, cache_dir: Path | None = None
+    ) -> None:
         model = model.eval()
+        graphs = GraphCache(cache_dir, model) if cache_dir is not None else None
         self.cfg = model.cfg
         self._torch = model
         src = torch.full((2, 3), 5, dtype=torch.long)
         tagger = _Encoder(model.embed, model.src_pos, model.encoder, model.enc_norm, model.head)
-        self._tag = _Graph(tagger, (src,), ["src"], ["logits"], {"src": {0: "N", 1: "S"}}, int8, threads)
+        self._tag = _Graph(
+            tagger, (src,), ["src"], ["logits"], {"src": {0: "N", 1: "S"}}, int8, threads, graphs, "tag"
+        )
 
     def encode(self, src: Tensor) -> Tensor:
         return self._tag(_unpadded(src))[0]

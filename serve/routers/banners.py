@@ -7,7 +7,9 @@ from typing import Annotated
 from fastapi import APIRouter, HTTPException, Query, status
 from starlette.concurrency import run_in_threadpool
 
-from serve.banners import BANNERS_SHOWN, banner_table, banners_for
+from duilian.service import BANNERS_SHOWN, banners_for
+from serve.banners import banner_table
+from serve.couplets import banners_out
 from serve.deps import RateLimited, ServiceDep, SettingsDep
 from serve.schemas import BannersResponse, ToneMode
 from serve.validation import clean_couplet
@@ -39,4 +41,5 @@ async def banners(
             status.HTTP_503_SERVICE_UNAVAILABLE,
             detail="这个模型没有横批表 / The served model has no 横批 table.",
         )
-    return BannersResponse(upper=up, lower=low, banners=banners_for(table, up, low, tone_mode, n))
+    found = banners_for(table, up, low, tone_mode, n)
+    return BannersResponse(upper=up, lower=low, banners=banners_out(found))

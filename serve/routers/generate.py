@@ -5,15 +5,18 @@ from __future__ import annotations
 from fastapi import APIRouter, HTTPException, Request, Response, status
 from starlette.concurrency import run_in_threadpool
 
+from duilian.inputs import InputError, make_query
+from duilian.service import with_banners
 from model.decoding.plan import ConstraintError
-from serve.banners import banner_table, with_banners
+from serve.banners import banner_table
 from serve.batching import JOB_TIMING, JobTiming
-from serve.couplets import Busy, Query, WorkerLost
+from serve.couplets import Busy, WorkerLost
+from serve.couplets import response as response_body
 from serve.deps import RateLimited, ServiceDep, SettingsDep
 from serve.observability import Metrics, server_timing
 from serve.routers.info import RESTART_RETRY_AFTER
 from serve.schemas import GenerateRequest, GenerateResponse
-from serve.validation import clean_chars, clean_line, clean_locks, refuse
+from serve.validation import refused
 
 router = APIRouter(tags=["couplets"], dependencies=[RateLimited])
 
@@ -27,23 +30,21 @@ async def generate(
     The response's ``Server-Timing`` header says how long the decode waited in the queue and
     how long it took (``queue;dur=…, infer;dur=…`` in milliseconds), or ``cache;desc=hit``."""
     metrics: Metrics = request.app.state.metrics
-    if body.n > settings.max_candidates:
-        raise refuse(
-            f"最多可以要 {settings.max_candidates} 个下联", f"At most {settings.max_candidates} candidates."
+    try:  # the command line reads its input through the same function
+        query = make_query(
+            body.upper,
+            body.n,
+            body.tone_mode,
+            body.locks,
+            body.required_first,
+            body.required_chars,
+            body.fast,
+            body.diverse,
+            max_chars=settings.max_chars,
+            max_asked=settings.max_candidates,
         )
-    upper = clean_line(body.upper, settings.max_chars)
-    query = Query(
-        upper=upper,
-        n=body.n,
-        tone_mode=body.tone_mode,
-        locks=clean_locks(body.locks, upper),
-        required_first=clean_chars(body.required_first, ("藏头字", "The required first character")),
-        required_chars=clean_chars(body.required_chars, ("嵌字", "The required characters")),
-        fast=body.fast,
-        diverse=body.diverse,
-    )
-    if query.required_first is not None and len(query.required_first) != 1:
-        raise refuse("藏头只能是一个字", "The required first character must be one character.")
+    except InputError as exc:
+        raise refused(exc) from exc
     timing = JobTiming()  # filled in by the decode thread that decodes this request's batch
     token = JOB_TIMING.set(timing)
     try:
@@ -74,10 +75,6 @@ async def generate(
     response.headers["Server-Timing"] = server_timing(timing)
     metrics.withheld.inc(answer.filtered)
     table = await run_in_threadpool(banner_table, settings, service.model)  # loaded on first use
-    if table is None:
-        return answer
-    # about 2 ms a candidate: off the event loop
-    candidates = await run_in_threadpool(
-        with_banners, answer.candidates, table, answer.upper, query.tone_mode
-    )
-    return answer.model_copy(update={"candidates": candidates})
+    if table is not None:  # about 2 ms a candidate: off the event loop
+        answer = await run_in_threadpool(with_banners, answer, table, query.tone_mode)
+    return response_body(answer)

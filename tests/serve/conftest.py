@@ -21,6 +21,7 @@ from fastapi.testclient import TestClient
 from crawler.localredis import free_port
 from data.sensitive import hash_words
 from data.vocab import Vocab
+from model.decoding.blocked import BlockedWords
 from model.net.tagger import CoupletTagger
 from model.net.transformer import CoupletTransformer, ModelConfig
 from model.release.bundle import export_bundle
@@ -108,6 +109,7 @@ def build_bundle(
     sensitive: Sequence[str] = (),
     proposer_word: str | None = None,
     known: bool = False,
+    blocked: bool = False,
 ) -> Path:
     model = tiny_model(vocab, seed)
     if bad_word:
@@ -125,6 +127,7 @@ def build_bundle(
         eval_result={"bleu4": 0.5, "perplexity": 123.0},
         version=version,
         proposer=tiny_tagger(vocab, proposer_word) if proposer_word else None,
+        blocked=BlockedWords.from_words(sensitive, vocab.pieces) if blocked else None,
     )
 
 
@@ -147,6 +150,20 @@ def bad_bundle(tmp_path_factory: pytest.TempPathFactory, vocab: Vocab) -> Path:
         version="test-bad",
         bad_word=BAD_WORD,
         sensitive=[BAD_WORD],
+    )
+
+
+@pytest.fixture(scope="session")
+def blocked_bundle(tmp_path_factory: pytest.TempPathFactory, vocab: Vocab) -> Path:
+    """The bad bundle's model and word list, with the list as the search's table too."""
+    return build_bundle(
+        tmp_path_factory.mktemp("models") / "blocked",
+        vocab,
+        seed=3,
+        version="test-blocked",
+        bad_word=BAD_WORD,
+        sensitive=[BAD_WORD],
+        blocked=True,
     )
 
 

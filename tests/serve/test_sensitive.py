@@ -74,3 +74,33 @@ def test_a_short_answer_is_decoded_again_with_more_candidates(settings: Settings
         body = c.post("/api/v1/generate", json={"upper": "春风", "n": 3}).json()
     assert len(body["candidates"]) == 3 and body["filtered"] >= 1
     assert all(BAD_WORD not in cand["text"] for cand in body["candidates"])
+
+
+def test_with_the_table_the_search_avoids_the_word_and_nothing_is_withheld(
+    settings: Settings, blocked_bundle: Path
+) -> None:
+    """The same model and list as above, the list also as the search's table (blocked.npz,
+    which `make train` writes): the search goes round the word, so the answer is whole and
+    nothing is left for the filter after it."""
+    assert load_bundle(blocked_bundle).blocked is not None
+    with TestClient(create_app(settings.model_copy(update={"model_dir": blocked_bundle}))) as c:
+        for upper in UPPERS:
+            body = c.post("/api/v1/generate", json={"upper": upper, "n": 5}).json()
+            texts = [cand["text"] for cand in body["candidates"]]
+            assert len(texts) == 5 and all(BAD_WORD not in t for t in texts), body
+            assert body["filtered"] == 0
+
+
+def test_a_configured_word_list_joins_the_search(settings: Settings, bundle_a: Path, tmp_path: Path) -> None:
+    """An operator's extra list blocks inside the search too: the words model A likes best
+    are listed, and the answers keep their size without them."""
+    with TestClient(create_app(settings.model_copy(update={"model_dir": bundle_a}))) as c:
+        plain = c.post("/api/v1/generate", json={"upper": "春风", "n": 3}).json()["candidates"]
+    words = tmp_path / "words.txt"
+    words.write_text("".join(f"{cand['text']}\n" for cand in plain), encoding="utf-8")
+    app = create_app(settings.model_copy(update={"model_dir": bundle_a, "sensitive_words": words}))
+    with TestClient(app) as c:
+        body = c.post("/api/v1/generate", json={"upper": "春风", "n": 3}).json()
+    texts = [cand["text"] for cand in body["candidates"]]
+    assert len(texts) == 3 and not {cand["text"] for cand in plain} & set(texts), body
+    assert body["filtered"] == 0

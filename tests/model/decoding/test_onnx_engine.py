@@ -4,6 +4,7 @@ that gives the same lines (fp32) and keeps every hard rule (int8)."""
 from __future__ import annotations
 
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -13,7 +14,7 @@ import torch.nn.functional as F
 from data.rules import check
 from data.vocab import BOS_ID, EOS_ID, PAD_ID, UNK_ID, Vocab
 from model.decoding.decoder import Decoder
-from model.decoding.onnx_engine import OnnxTagger, OnnxTransformer
+from model.decoding.onnx_engine import GraphCache, OnnxTagger, OnnxTransformer
 from model.decoding.options import DecodeOptions
 from model.decoding.search import beam_search
 from model.decoding.shortlist import Shortlist
@@ -168,3 +169,36 @@ def test_an_unknown_runtime_is_refused(vocab: Vocab) -> None:
     s2s, _ = models(vocab)
     with pytest.raises(ValueError, match="runtime must be one of torch, onnx"):
         Decoder(s2s, vocab, runtime="tensorrt")  # type: ignore[arg-type]  # deliberately not a Runtime
+
+
+def _answers(decoder: Decoder) -> list[list[tuple[str, float, float]]]:
+    options = DecodeOptions(n_best=5)
+    return [[(c.text, c.score, c.rank) for c in decoder.generate(u, options).candidates] for u in UPPERS]
+
+
+def test_cached_graphs_decode_exactly_as_freshly_exported_ones(vocab: Vocab, tmp_path: Path) -> None:
+    s2s, tagger = models(vocab)
+    fresh = _answers(Decoder(s2s, vocab, int8=True, proposer=tagger, runtime="onnx"))
+    first = Decoder(s2s, vocab, int8=True, proposer=tagger, runtime="onnx", graph_cache=tmp_path)
+    written = sorted(p.name for p in tmp_path.iterdir())
+    assert len(written) == 6  # the five graphs of the encoder-decoder and the tagger's
+    graphs = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+    second = Decoder(s2s, vocab, int8=True, proposer=tagger, runtime="onnx", graph_cache=tmp_path)
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == graphs  # read, not written again
+    assert _answers(first) == fresh
+    assert _answers(second) == fresh  # the very scores, not close ones
+
+
+def test_the_cache_key_follows_the_weights_and_a_damaged_graph_is_replaced(
+    vocab: Vocab, tmp_path: Path
+) -> None:
+    s2s, _ = models(vocab)
+    other, _ = models(vocab, seed=6)
+    assert GraphCache(tmp_path, s2s).path("step", True) != GraphCache(tmp_path, other).path("step", True)
+    assert GraphCache(tmp_path, s2s).path("step", True) != GraphCache(tmp_path, s2s).path("step", False)
+    fresh = _answers(Decoder(s2s, vocab, runtime="onnx"))
+    Decoder(s2s, vocab, runtime="onnx", graph_cache=tmp_path)
+    step = GraphCache(tmp_path, s2s).path("step", False)
+    step.write_bytes(b"not a graph")
+    assert _answers(Decoder(s2s, vocab, runtime="onnx", graph_cache=tmp_path)) == fresh
+    assert step.read_bytes() != b"not a graph"

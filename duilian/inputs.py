@@ -1,0 +1,171 @@
+"""What a person asks (``Query``, made by ``make_query``) and the checks of what they type,
+before it reaches the model or the database.
+
+The same checks for the site (serve/validation.py answers an ``InputError`` with a 422) and
+the command line (which prints it): each refusal says, in Chinese and in English, what is
+wrong. Imports no web framework and no model.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from dataclasses import dataclass
+
+from data.normalize import Normalizer
+from data.text import is_han, is_punct
+
+_HTML = re.compile(r"<\s*/?\s*[A-Za-z!][^>]*>|&#?\w+;")
+LOCK_FREE = "_＿"  # a free position in a lock pattern
+# The site's defaults (serve/settings.py), which the command line keeps too
+MAX_CHARS = 32  # the longest upper line accepted (``max_chars``)
+MAX_ASKED = 10  # the most candidates one request may ask for (``max_candidates``)
+OVERSAMPLE = 2  # extra candidates asked of the decoder for filtered ones (``oversample``)
+TONE_MODES = ("modern", "lenient", "classical")
+_normalise = Normalizer()  # its tables fill lazily: nothing is loaded at import
+
+
+class InputError(ValueError):
+    """Input refused: ``zh`` and ``en`` say why; ``str()`` is "中文 / English"."""
+
+    def __init__(self, zh: str, en: str) -> None:
+        super().__init__(f"{zh} / {en}")
+        self.zh, self.en = zh, en
+
+
+def clean_line(
+    raw: str, max_chars: int = MAX_CHARS, name: tuple[str, str] = ("上联", "The upper line")
+) -> str:
+    """The line normalised as the training data was (data.normalize: spaces, compatibility
+    forms, full-width marks, simplified characters), or an ``InputError`` saying what is wrong."""
+    zh, en = name
+    if any(unicodedata.category(ch) in ("Cc", "Cf", "Cs", "Co") and not ch.isspace() for ch in raw):
+        raise InputError(f"{zh}含有控制字符", f"{en} contains control characters.")
+    if _HTML.search(raw):
+        raise InputError(f"{zh}不能含有 HTML 标记", f"{en} must not contain HTML.")
+    line = _normalise(raw)
+    if not line:
+        raise InputError(f"{zh}不能为空", f"{en} is empty.")
+    if any(ch.isascii() and ch.isalpha() for ch in line):
+        raise InputError(f"{zh}只能用汉字和中文标点，不能有拉丁字母", f"{en} must not contain Latin letters.")
+    if any(unicodedata.category(ch) == "Nd" for ch in line):
+        raise InputError(
+            f"{zh}不能有阿拉伯数字，请写成汉字", f"{en} must not contain digits; write them in Chinese."
+        )
+    bad = "".join(dict.fromkeys(ch for ch in line if not (is_han(ch) or is_punct(ch))))
+    if bad:
+        raise InputError(
+            f"{zh}含有不支持的字符：{bad}",
+            f"{en} contains unsupported characters (only Chinese characters and punctuation): {bad}",
+        )
+    if not any(is_han(ch) for ch in line):
+        raise InputError(f"{zh}至少要有一个汉字", f"{en} needs at least one Chinese character.")
+    if len(line) > max_chars:
+        raise InputError(
+            f"{zh}最多 {max_chars} 个字（现在 {len(line)} 个）",
+            f"{en} has {len(line)} characters; at most {max_chars}.",
+        )
+    return line
+
+
+def clean_locks(raw: str | None, upper: str) -> str | None:
+    """A lock pattern as long as the upper line: ``_`` free, a Han character fixed there.
+    One that locks nothing is no constraint (None), but it too must be as long as the line."""
+    if raw is None or not raw.strip():
+        return None
+    pattern = "".join("_" if ch in LOCK_FREE else ch for ch in _normalise(raw))
+    if len(pattern) != len(upper):
+        raise InputError(
+            f"锁定模式要和上联一样长（{len(upper)} 个字，用 _ 表示不锁定）",
+            f"The lock pattern must be as long as the upper line ({len(upper)}), with _ for free positions.",
+        )
+    for i, ch in enumerate(pattern):
+        if ch != "_" and not is_han(ch) and ch != upper[i]:
+            raise InputError(
+                f"锁定的字必须是汉字：{ch}", f"A locked character must be a Chinese character: {ch}"
+            )
+    return pattern if pattern.strip("_") else None
+
+
+def clean_chars(raw: str | None, name: tuple[str, str]) -> str | None:
+    """Required characters (藏头 / 嵌字): Chinese characters only."""
+    if raw is None:
+        return None
+    chars = _normalise(raw)
+    if not chars:
+        return None
+    zh, en = name
+    if not all(is_han(ch) for ch in chars):
+        raise InputError(f"{zh}只能是汉字", f"{en} must be Chinese characters.")
+    return chars
+
+
+def clean_couplet(upper: str, lower: str, max_chars: int = MAX_CHARS) -> tuple[str, str]:
+    """Both lines cleaned as :func:`clean_line` does, and of one length, or an ``InputError``."""
+    up = clean_line(upper, max_chars)
+    low = clean_line(lower, max_chars, ("下联", "The lower line"))
+    if len(up) != len(low):
+        raise InputError(
+            f"上联和下联要一样长（上联 {len(up)} 个字，下联 {len(low)} 个字）",
+            f"The upper and lower lines must be the same length ({len(up)} and {len(low)}).",
+        )
+    return up, low
+
+
+def check_count(n: int, max_asked: int = MAX_ASKED) -> int:
+    """How many candidates one request asks for: 1 to ``max_asked``."""
+    if n > max_asked:
+        raise InputError(f"最多可以要 {max_asked} 个下联", f"At most {max_asked} candidates.")
+    if n < 1:
+        raise InputError("至少要一个下联", "Ask for at least one candidate.")
+    return n
+
+
+@dataclass(frozen=True)
+class Query:
+    """One request, its input already checked (``make_query``)."""
+
+    upper: str
+    n: int
+    tone_mode: str = "modern"
+    locks: str | None = None
+    required_first: str | None = None
+    required_chars: str | None = None
+    fast: bool = False
+    diverse: bool = False
+
+
+def make_query(
+    upper: str,
+    n: int = 5,
+    tone_mode: str = "modern",
+    locks: str | None = None,
+    required_first: str | None = None,
+    required_chars: str | None = None,
+    fast: bool = False,
+    diverse: bool = False,
+    *,
+    max_chars: int = MAX_CHARS,
+    max_asked: int = MAX_ASKED,
+) -> Query:
+    """A query from what a person typed, normalised as the training data was, or an
+    ``InputError`` (Chinese and English) saying what is wrong, checked in this order."""
+    check_count(n, max_asked)
+    if tone_mode not in TONE_MODES:
+        raise InputError(
+            f"声调模式只能是 {'、'.join(TONE_MODES)}", f"The tone mode is one of {', '.join(TONE_MODES)}."
+        )
+    line = clean_line(upper, max_chars)
+    query = Query(
+        upper=line,
+        n=n,
+        tone_mode=tone_mode,
+        locks=clean_locks(locks, line),
+        required_first=clean_chars(required_first, ("藏头字", "The required first character")),
+        required_chars=clean_chars(required_chars, ("嵌字", "The required characters")),
+        fast=fast,
+        diverse=diverse,
+    )
+    if query.required_first is not None and len(query.required_first) != 1:
+        raise InputError("藏头只能是一个字", "The required first character must be one character.")
+    return query

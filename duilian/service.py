@@ -1,0 +1,340 @@
+"""The couplet service, in-process: a model bundle loaded with its decoder and filters, and
+what a person asks of it, answered with plain dataclasses.
+
+``LoadedModel.load(path)`` reads a bundle (model/release/bundle.py), builds its ``Decoder``
+(model/decoding/) and its sensitive-word filters (the bundle's hashed list with the data
+stage's allow-list, and an optional extra list). ``answer(query)`` gives an ``Answer``: the
+candidates best first, each with its 平/仄 marks, its rule report (``data.rules.RuleReport``)
+and its 横批; the training-set flag and the known lower lines; the characters the model does
+not know. ``answer_batch`` decodes queries that differ only in their upper line in one beam
+search and leaves out the known lines and the 横批, which the site adds from its own sources.
+
+The site (serve/) runs this module's ``LoadedModel`` in its worker processes, behind its
+batching, cache and reloads; the command line (duilian/cli.py) runs it in its own process.
+Both read the input through duilian/inputs.py, so the same line gives the same candidates.
+A ``LoadedModel`` is immutable once built (the 横批 table is loaded once, on first use).
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import logging
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from data.banners import BANNERS_FILE, BannerTable
+from data.rules import RuleReport
+from data.segment import boundaries
+from data.sensitive import ALLOW_LIST, SensitiveFilter, read_words
+from data.tones import line_tones, mark
+from duilian.inputs import OVERSAMPLE, Query
+from model.decoding.blocked import BlockedWords
+from model.decoding.decoder import Decoder
+from model.decoding.options import DIVERSE_PENALTY, MAX_CANDIDATES, DecodeOptions, DecodeResult, Runtime
+from model.decoding.options import Candidate as DecodeCandidate
+from model.decoding.plan import ConstraintError
+from model.release.bundle import MODEL_FILE, Bundle, load_bundle
+
+log = logging.getLogger(__name__)
+KNOWN_SHOWN = 5  # known lower lines in an answer, from the bundle or the corpus file
+BANNERS_SHOWN = 5  # 横批 per candidate
+
+
+@dataclass(frozen=True)
+class Banner:
+    """A 横批: four characters, their tone marks, and its fit to the couplet's theme."""
+
+    text: str
+    tones: list[str]
+    score: float
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A lower line: ``rank_score`` orders the candidates (the search's own score per
+    character), ``score`` is the model's log-probability per character, ``tones`` one mark per
+    character (平, 仄, 中 or ''), ``report`` the couplet rules' verdicts (data/rules.py)."""
+
+    text: str
+    rank_score: float
+    score: float
+    tones: list[str]
+    report: RuleReport
+    banners: list[Banner] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Answer:
+    """The candidates for one upper line, best first, and what is known about the line."""
+
+    upper: str
+    upper_tones: list[str]
+    candidates: list[Candidate]
+    in_training_set: bool
+    known_lower_lines: list[str]
+    unknown_chars: list[str]
+    upper_ends_level: bool
+    filtered: int  # candidates withheld by the sensitive-word filter
+    model_version: str
+
+    def as_dict(self) -> dict[str, Any]:
+        """The JSON form, field for field that of the REST API's answer (``hard_ok`` in each report)."""
+        return {
+            "upper": self.upper,
+            "upper_tones": list(self.upper_tones),
+            "candidates": [
+                {
+                    "text": c.text,
+                    "rank_score": c.rank_score,
+                    "score": c.score,
+                    "tones": list(c.tones),
+                    "report": {**c.report.as_dict(), "hard_ok": c.report.hard_ok},
+                    "banners": [
+                        {"text": b.text, "tones": list(b.tones), "score": b.score} for b in c.banners
+                    ],
+                }
+                for c in self.candidates
+            ],
+            "in_training_set": self.in_training_set,
+            "known_lower_lines": list(self.known_lower_lines),
+            "unknown_chars": list(self.unknown_chars),
+            "upper_ends_level": self.upper_ends_level,
+            "filtered": self.filtered,
+            "model_version": self.model_version,
+        }
+
+
+@functools.lru_cache(maxsize=65536)
+def _marks(line: str, mode: str) -> tuple[str, ...]:
+    return tuple(mark(t) for t in line_tones(line, mode))
+
+
+def tone_marks(line: str, mode: str) -> list[str]:
+    """平/仄/中/'' per character (cached: pypinyin costs as much as a small decode)."""
+    return list(_marks(line, mode))
+
+
+def model_version(bundle: Bundle) -> str:
+    """The bundle's named version, else its step and a digest of its model file."""
+    named = bundle.meta.get("version")
+    if named:
+        return str(named)
+    digest = hashlib.blake2b((bundle.path / MODEL_FILE).read_bytes(), digest_size=4).hexdigest()
+    return f"step{bundle.meta.get('step', 0)}-{digest}"
+
+
+def allow_list() -> list[str]:
+    """The data stage's allow-list (data/sensitive_allow.txt), read with every bundle's word list."""
+    return read_words(ALLOW_LIST) if ALLOW_LIST.is_file() else []
+
+
+def word_filter(words: Path, allow: Path | None = None) -> SensitiveFilter:
+    """An extra sensitive-word list (one a line), with its allow-list, else the data stage's."""
+    return SensitiveFilter(read_words(words), read_words(allow) if allow else allow_list())
+
+
+@dataclass(frozen=True)
+class Engine:
+    """How a bundle is decoded: int8 copies of the models, on what (model.decoding.options.RUNTIMES),
+    and where the ONNX graphs are kept between runs (None: exported anew at every start)."""
+
+    int8: bool = False
+    runtime: Runtime = "torch"
+    graph_cache: Path | None = None
+
+
+DEFAULT_ENGINE = Engine()  # eager PyTorch in fp32 (the site's default is SERVE_INT8 on SERVE_RUNTIME)
+
+
+def load_banner_table(path: Path, is_clean: Callable[[str], bool]) -> BannerTable | None:
+    """A 横批 table without the phrases ``is_clean`` refuses; None when the file is unreadable
+    (the service works without 横批)."""
+    try:
+        table = BannerTable.load(path)
+    except (OSError, ValueError, KeyError) as exc:
+        log.warning("横批 table not loaded from %s: %s", path, exc)
+        return None
+    table = table.filtered(is_clean(p) for p in table.phrases)
+    log.info("横批 table: %d phrases from %s", len(table.phrases), path)
+    return table
+
+
+def banners_for(
+    table: BannerTable, upper: str, lower: str, tone_mode: str, n: int = BANNERS_SHOWN
+) -> list[Banner]:
+    """Up to ``n`` 横批 for the couplet, best fit to its theme first."""
+    return [
+        Banner(text=text, tones=tone_marks(text, tone_mode), score=round(score, 4))
+        for text, score in table.rank(upper, lower, n)
+    ]
+
+
+def with_banners(answer: Answer, table: BannerTable, tone_mode: str) -> Answer:
+    """The answer with each candidate's 横批 (about 2 ms a candidate)."""
+    candidates = [
+        replace(c, banners=banners_for(table, answer.upper, c.text, tone_mode)) for c in answer.candidates
+    ]
+    return replace(answer, candidates=candidates)
+
+
+def decode_options(q: Query, n_best: int) -> DecodeOptions:
+    return DecodeOptions(
+        n_best=min(n_best, MAX_CANDIDATES),
+        tone_mode=q.tone_mode,
+        locks=q.locks,
+        required_first=q.required_first,
+        required_chars=q.required_chars or "",
+        fast=q.fast,
+        diversity=DIVERSE_PENALTY if q.diverse else 0.0,
+    )
+
+
+def blocked_words(bundle: Bundle, extra: SensitiveFilter | None) -> BlockedWords | None:
+    """The words the search may not complete: the bundle's table and the extra list's."""
+    tables = [t for t in (bundle.blocked,) if t is not None]
+    if extra is not None and extra.words():
+        tables.append(BlockedWords.from_words(extra.words(), bundle.vocab.pieces))
+    if not tables:
+        return None
+    return tables[0] if len(tables) == 1 else tables[0].merged(tables[1])
+
+
+class LoadedModel:
+    """One bundle with its decoder and sensitive-word filters, ready to answer."""
+
+    def __init__(
+        self, bundle: Bundle, extra_filter: SensitiveFilter | None = None, engine: Engine = Engine()
+    ) -> None:
+        self.bundle = bundle
+        self.version = model_version(bundle)
+        self.decoder = Decoder(
+            bundle.model,
+            bundle.vocab,
+            int8=engine.int8,
+            proposer=bundle.proposer,
+            runtime=engine.runtime,
+            pairing=bundle.pairing,
+            graph_cache=engine.graph_cache,
+            blocked=blocked_words(bundle, extra_filter),
+        )
+        bundled = bundle.sensitive_filter(allow_list()) if len(bundle.sensitive_hashes) else None
+        self.filters = [f for f in (bundled, extra_filter) if f is not None]
+        self._banners: list[BannerTable | None] = []  # the bundle's table, once loaded
+        self._banners_lock = threading.Lock()
+
+    @classmethod
+    def load(
+        cls,
+        path: Path,
+        extra_filter: SensitiveFilter | None = None,
+        engine: Engine = Engine(),
+        warm: bool = True,
+    ) -> LoadedModel:
+        """The bundle at ``path``, its decoder warmed by one small decode (``warm``: the tables a
+        decode builds on first use are built now, not in the first request)."""
+        model = cls(load_bundle(path), extra_filter, engine)
+        if warm:
+            model.answer_batch([Query("春风得意", 1)], 0)
+        return model
+
+    def is_clean(self, text: str, upper: str | None = None) -> bool:
+        """No listed word in ``text``; with the ``upper`` line it answers, a word that straddles
+        two of that line's words with an end inside one is let through (data/segment.py), as
+        the search does."""
+        bounds = boundaries(upper) if upper is not None and self.filters else None
+        return all(f.is_clean(text, bounds) for f in self.filters)
+
+    def answer(self, query: Query, oversample: int = OVERSAMPLE, banners: bool = True) -> Answer:
+        """The whole answer for one query, as the site gives it with the bundle's own known lower
+        lines and 横批 table; raises ``ConstraintError`` (or ``ValueError``) for an impossible one."""
+        result = self.answer_batch([query], oversample)[0]
+        if isinstance(result, Exception):
+            raise result
+        known = self.known_lines(query.upper)
+        if known:
+            result = replace(result, known_lower_lines=known)
+        table = self.banner_table() if banners else None
+        return with_banners(result, table, query.tone_mode) if table is not None else result
+
+    def known_lines(self, upper: str, found: list[str] | None = None) -> list[str]:
+        """The clean ones of ``found`` (by default the bundle's lower lines for ``upper``), at most
+        ``KNOWN_SHOWN``."""
+        if found is None:
+            found = self.bundle.known_lowers(upper)
+        return [w for w in found if self.is_clean(w, upper)][:KNOWN_SHOWN]
+
+    def banner_table(self) -> BannerTable | None:
+        """The bundle's 横批 table without the phrases the filters refuse, loaded on first use;
+        None when the bundle has none."""
+        with self._banners_lock:
+            if not self._banners:
+                path = self.bundle.path / BANNERS_FILE
+                self._banners.append(load_banner_table(path, self.is_clean) if path.is_file() else None)
+            return self._banners[0]
+
+    def answer_batch(self, queries: list[Query], oversample: int) -> list[Answer | Exception]:
+        """Answers for queries that differ only in their upper line, decoded as one batch
+        (without known lower lines and 横批).
+
+        The decoder is asked for ``n + oversample`` candidates and the first ``n`` clean ones
+        are kept; a line that comes up short after the filter is decoded again with the most
+        candidates the decoder gives.
+        """
+        options = decode_options(queries[0], queries[0].n + oversample)
+        try:
+            with torch.inference_mode():
+                results: list[DecodeResult | Exception] = list(
+                    self.decoder.generate_batch([q.upper for q in queries], options)
+                )
+        except ConstraintError:  # the batch stops at the first impossible line: one by one
+            results = [self._decode(q.upper, options) for q in queries]
+        answers: list[Answer | Exception] = []
+        for q, result in zip(queries, results, strict=True):
+            if isinstance(result, DecodeResult):
+                clean = self._clean(result)
+                if len(clean) < q.n <= len(result.candidates) and options.n_best < MAX_CANDIDATES:
+                    result = self._decode(q.upper, decode_options(q, MAX_CANDIDATES))
+                    clean = self._clean(result) if isinstance(result, DecodeResult) else []
+            answers.append(result if isinstance(result, Exception) else self._answer(q, result, clean))
+        return answers
+
+    def _decode(self, upper: str, options: DecodeOptions) -> DecodeResult | Exception:
+        try:
+            with torch.inference_mode():
+                return self.decoder.generate(upper, options)
+        except ConstraintError as exc:
+            return exc
+
+    def _clean(self, result: DecodeResult) -> list[DecodeCandidate]:
+        """The candidates no filter refuses: all of them, unless a word list reaches further
+        than the search's table (a word with a character the model lacks, or a filter kept
+        only as hashes)."""
+        return [c for c in result.candidates if self.is_clean(c.text, result.upper)]
+
+    def _answer(self, q: Query, result: DecodeResult, clean: list[DecodeCandidate]) -> Answer:
+        return Answer(
+            upper=q.upper,
+            upper_tones=tone_marks(q.upper, q.tone_mode),
+            candidates=[
+                Candidate(
+                    text=c.text,
+                    rank_score=float(c.rank),
+                    score=float(c.score),
+                    tones=tone_marks(c.text, q.tone_mode),
+                    report=RuleReport(**c.report),  # type: ignore[arg-type]
+                )
+                for c in clean[: q.n]
+            ],
+            in_training_set=self.bundle.in_training_data(q.upper),
+            known_lower_lines=[],
+            unknown_chars=list(result.unknown_chars),
+            upper_ends_level=result.probably_reversed,
+            filtered=len(result.candidates) - len(clean),
+            model_version=self.version,
+        )

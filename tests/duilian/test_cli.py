@@ -1,0 +1,182 @@
+"""The ``duilian`` console script, run as a person runs it (the installed script, in its own
+process, on the shipped model): the same candidates as the site's POST /api/v1/generate (the
+real app, through FastAPI's TestClient), and bad input told in Chinese and English, never a
+trace."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+from data.paths import ROOT, default_model_dir
+from model.decoding.options import SERVE_INT8, SERVE_RUNTIME
+from serve.main import create_app
+from serve.settings import Settings
+
+SCRIPT = Path(sys.executable).with_name("duilian")
+
+
+@pytest.fixture(scope="module")
+def script() -> Path:
+    if not SCRIPT.is_file():  # a stale environment: the test must not pass without the script
+        pytest.fail(f"no console script {SCRIPT}: install the project again (make setup, pip install -e .)")
+    return SCRIPT
+
+
+@pytest.fixture(scope="module")
+def graphs(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One graph cache for the module's runs: the first exports, the others read."""
+    return tmp_path_factory.mktemp("graphs")
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]:
+    """The real app on the shipped model as `make serve` runs it, but decoding in its own
+    process (the same LoadedModel as its workers hold) and without a corpus file of known
+    pairs (the bundle's own, as the command line shows)."""
+    settings = Settings(
+        model_dir=default_model_dir(),
+        database_url=f"sqlite:///{tmp_path_factory.mktemp('db') / 'f.db'}",
+        known_pairs=None,
+        banners=None,
+        sensitive_words=None,
+        int8=SERVE_INT8,
+        runtime=SERVE_RUNTIME,
+        decode_processes=0,
+        rate_limit_per_minute=0,
+    )
+    with TestClient(create_app(settings)) as client:
+        yield client
+
+
+def run(
+    script: Path, *args: str, stdin: str = "", graphs: Path | None = None
+) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    cache = ["--graph-cache", str(graphs)] if graphs is not None and args[:1] == ("generate",) else []
+    return subprocess.run(
+        [str(script), *args, *cache], input=stdin, capture_output=True, text=True, env=env, timeout=300
+    )
+
+
+def site_answer(site: TestClient, body: dict[str, Any]) -> dict[str, Any]:
+    response = site.post("/api/v1/generate", json=body)
+    assert response.status_code == 200, response.text
+    answer: dict[str, Any] = response.json()
+    return answer
+
+
+UPPERS = ["春风得意马蹄疾", "山高水长", "一帆风顺年年好"]
+
+
+def test_lines_from_stdin_get_the_sites_answers(script: Path, site: TestClient, graphs: Path) -> None:
+    done = run(script, "generate", "--json", "-n", "4", stdin="\n".join(UPPERS) + "\n\n", graphs=graphs)
+    assert done.returncode == 0, done.stderr
+    got = [json.loads(line) for line in done.stdout.splitlines()]
+    want = [site_answer(site, {"upper": u, "n": 4}) for u in UPPERS]
+    assert got == want  # every field: candidates, scores, tones, reports, 横批, flags
+    assert all(len(a["candidates"]) == 4 for a in got)
+
+
+@pytest.mark.parametrize(
+    ("upper", "options", "body"),
+    [
+        ("春风得意马蹄疾", ["--locks", "__秋____"], {"locks": "__秋____"}),
+        ("山高水长", ["--head", "月", "-n", "3"], {"required_first": "月", "n": 3}),
+        (
+            "书山有路勤为径",
+            ["--embed", "海", "--tone-mode", "lenient"],
+            {"required_chars": "海", "tone_mode": "lenient"},
+        ),
+        ("春风得意马蹄疾", ["--fast", "--diverse"], {"fast": True, "diverse": True}),
+    ],
+    ids=["locks", "藏头", "嵌字", "fast, diverse"],
+)
+def test_constraints_give_the_sites_answer(
+    script: Path, site: TestClient, graphs: Path, upper: str, options: list[str], body: dict[str, Any]
+) -> None:
+    done = run(script, "generate", upper, "--json", *options, graphs=graphs)
+    assert done.returncode == 0, done.stderr
+    got = json.loads(done.stdout)
+    assert got == site_answer(site, {"upper": upper, **body})
+    if "locks" in body:
+        assert all(c["text"][2] == "秋" for c in got["candidates"])
+    if "required_first" in body:
+        assert all(c["text"][0] == "月" for c in got["candidates"])
+
+
+def test_plain_output_shows_tones_and_verdicts(script: Path, site: TestClient, graphs: Path) -> None:
+    done = run(script, "generate", "山高水长", "-n", "2", graphs=graphs)
+    assert done.returncode == 0, done.stderr
+    want = site_answer(site, {"upper": "山高水长", "n": 2})
+    lines = done.stdout.splitlines()
+    assert lines[0] == "上联  山高水长"
+    assert "".join(want["upper_tones"]) in lines[1]
+    for i, c in enumerate(want["candidates"], 1):
+        row = next(n for n, line in enumerate(lines) if line.startswith(f"{i:>3}.  {c['text']} "))
+        assert f"得分 {c['rank_score']:.3f}" in lines[row]
+        assert lines[row + 1].split()[0] == "".join(c["tones"])
+        assert ("✓尾字平仄" if c["report"]["tone_end"] else "✗尾字平仄") in lines[row + 1]
+
+
+def bilingual_refusal(done: subprocess.CompletedProcess[str], zh: str, en: str) -> None:
+    assert done.returncode == 2, done.stdout
+    assert zh in done.stderr and en in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr + done.stdout
+
+
+def test_a_bad_line_is_refused_in_both_languages(script: Path) -> None:
+    done = run(script, "generate", "hello")
+    bilingual_refusal(done, "不能有拉丁字母", "must not contain Latin letters")
+    assert done.stdout == ""
+
+
+def test_bad_options_are_refused_in_both_languages(script: Path) -> None:
+    bilingual_refusal(run(script, "generate", "春风得意", "--locks", "__秋"), "锁定模式", "lock pattern")
+    bilingual_refusal(
+        run(script, "generate", "春风得意", "--head", "秋月"), "藏头只能是一个字", "one character"
+    )
+    bilingual_refusal(run(script, "generate", "春风得意", "-n", "11"), "参数有误", "bad arguments")
+    bilingual_refusal(
+        run(script, "generate", "春风得意", "--model", "/nonexistent"), "不是模型目录", "no model bundle"
+    )
+    bilingual_refusal(run(script, "frobnicate"), "参数有误", "invalid choice")
+
+
+def test_an_impossible_constraint_is_refused_and_the_other_lines_answered(script: Path, graphs: Path) -> None:
+    # 春 stands in every upper line: no lower line may reuse it, so 藏头 春 cannot be kept
+    done = run(script, "generate", "--head", "春", "-n", "1", stdin="春风得意\nabc\n", graphs=graphs)
+    bilingual_refusal(done, "藏头", "required first")
+    assert "abc" in done.stderr and "拉丁字母" in done.stderr
+    done = run(
+        script, "generate", "--head", "月", "-n", "1", stdin="春风得意\nabc\n山高水长\n", graphs=graphs
+    )
+    bilingual_refusal(done, "拉丁字母", "Latin letters")
+    answered = [line for line in done.stdout.splitlines() if line.startswith("上联  ")]
+    assert answered == ["上联  春风得意", "上联  山高水长"]  # the good lines around the bad one
+
+
+def test_help_is_bilingual_and_lists_the_options(script: Path) -> None:
+    top = run(script, "--help")
+    assert top.returncode == 0 and "generate" in top.stdout and "对下联" in top.stdout
+    gen = run(script, "generate", "--help")
+    assert gen.returncode == 0
+    for option in ("-n N", "--locks", "--head", "--embed", "--tone-mode", "--model", "--json", "字数 length"):
+        assert option in gen.stdout
+
+
+def test_the_decoder_module_points_at_the_command() -> None:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run(
+        [sys.executable, "-m", "model.decoding.decoder"], capture_output=True, text=True, env=env, timeout=120
+    )
+    assert done.returncode == 2
+    assert "duilian generate" in done.stderr

@@ -1,0 +1,59 @@
+"""The in-process service: input checks, the sensitive-word filter, known lower lines and the
+training-set flag, the answer in the API's JSON form; on tiny real bundles, no web server."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from data.vocab import Vocab
+from duilian.inputs import InputError, make_query
+from duilian.service import LoadedModel
+from serve.schemas import GenerateResponse
+from tests.serve.conftest import BAD_WORD, PAIRS, build_bundle
+
+
+def test_a_query_is_normalised_and_checked_in_order() -> None:
+    q = make_query(" 春风得意 ", 3, locks="＿＿秋＿", required_first="秋")
+    assert (q.upper, q.locks, q.required_first) == ("春风得意", "__秋_", "秋")
+    assert make_query("春风得意", locks="____").locks is None  # locks nothing: no constraint
+    with pytest.raises(InputError, match="At most 10") as caught:
+        make_query("hello", 11)  # the count is checked before the line
+    assert caught.value.zh == "最多可以要 10 个下联"
+    with pytest.raises(InputError, match="Latin letters"):
+        make_query("hello")
+    with pytest.raises(InputError, match="tone mode"):
+        make_query("春风得意", tone_mode="ancient")
+    with pytest.raises(InputError, match="one character"):
+        make_query("春风得意", required_first="秋月")
+    with pytest.raises(InputError, match="as long as the upper line"):
+        make_query("春风得意", locks="__秋")
+
+
+def test_filtered_candidates_are_withheld_and_counted(bad_bundle: Path) -> None:
+    model = LoadedModel.load(bad_bundle)
+    answer = model.answer(make_query("春风", 3))  # the model's best: the bad word
+    assert answer.filtered > 0
+    assert len(answer.candidates) == 3 and all(BAD_WORD not in c.text for c in answer.candidates)
+    assert all(c.report.hard_ok for c in answer.candidates)
+    assert [len(t) for t in (answer.upper_tones, *(c.tones for c in answer.candidates))] == [2] * 4
+
+
+def test_known_lines_and_the_training_flag(tmp_path: Path, vocab: Vocab) -> None:
+    bundle = build_bundle(tmp_path / "k", vocab, seed=1, version="test-k", known=True, sensitive=["学海"])
+    model = LoadedModel.load(bundle)
+    upper, lower = PAIRS[0]
+    answer = model.answer(make_query(upper, 2))
+    assert answer.in_training_set and answer.known_lower_lines == [lower]
+    assert answer.model_version == "test-k"
+    # a known lower line the filter refuses is not shown
+    hidden = model.answer(make_query("书山有路勤为径", 1))
+    assert hidden.in_training_set and hidden.known_lower_lines == []
+    assert not model.answer(make_query("山高水远", 1)).in_training_set
+
+
+def test_the_json_form_is_the_apis(bundle_a: Path) -> None:
+    answer = LoadedModel.load(bundle_a).answer(make_query("山高水长", 3))
+    body = answer.as_dict()
+    assert GenerateResponse.model_validate(body).model_dump(mode="json") == body
