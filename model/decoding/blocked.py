@@ -31,7 +31,7 @@ from torch import Tensor
 
 from data.segment import boundaries, counts_as_word
 from model.decoding.plan import ConstraintError, Plan
-from model.decoding.score_rules import Step
+from model.decoding.score_rules import Step, StepRuleBase
 from model.decoding.vocab_tables import NEG_INF
 
 BLOCKED_FILE = "blocked.npz"
@@ -151,7 +151,7 @@ class BlockedWords:
                     )
 
 
-class NoBlockedWords:
+class NoBlockedWords(StepRuleBase):
     """Step rule: a beam may not take the character that completes a listed word where that
     word would start and end on the upper line's word boundaries.
 

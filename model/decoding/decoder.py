@@ -36,8 +36,8 @@ from model.decoding.onnx_engine import OnnxTagger, OnnxTransformer
 from model.decoding.options import MAX_CANDIDATES, RUNTIMES, Candidate, DecodeOptions, DecodeResult, Runtime
 from model.decoding.plan import FREE, ConstraintError, Plan, plan_request
 from model.decoding.quantize import quantized
-from model.decoding.score_rules import Weights, build_rules, fuse
-from model.decoding.search import beam_search, rescore
+from model.decoding.score_rules import StepRule, Weights, build_rules, fuse
+from model.decoding.search import rescore, run_search, strategy_for
 from model.decoding.shortlist import Shortlist
 from model.decoding.vocab_tables import NEG_INF, VocabTables
 from model.net.tagger import CoupletTagger
@@ -179,7 +179,7 @@ class Decoder:
 
     @torch.inference_mode()
     def _with_tagger(
-        self, plans: list[Plan], table: Tensor, src: Tensor, stepwise: list[object], options: DecodeOptions
+        self, plans: list[Plan], table: Tensor, src: Tensor, stepwise: list[StepRule], options: DecodeOptions
     ) -> tuple[Tensor, Tensor, Tensor]:
         """The search with the tagger beside the model: tokens (N, K, L), search scores, model
         log-probs. One tagger pass gives its log-probabilities at every position (the lattice)
@@ -196,10 +196,19 @@ class Decoder:
         length = lattice.size(1)
         shortlist = self._shortlist(plans, table[:, :length] + lattice, options.shortlist)
         if options.fast:
-            beam = max(options.beam, options.proposals)
+            strategy = strategy_for(stepwise, max(options.beam, options.proposals))
 
             def lattice_search(lst: Shortlist | None) -> Found:  # the lattice has no output layer
-                return beam_search(proposer, src, table, stepwise, beam, options.score_end, lst, logits)
+                return run_search(
+                    proposer,
+                    src,
+                    table,
+                    stepwise,
+                    strategy,
+                    score_end=options.score_end,
+                    shortlist=lst,
+                    memory=logits,
+                )
 
             found, listed = _with_fallback(shortlist, lattice_search)
             return self._rescore(src, *found, options, listed)
@@ -212,21 +221,14 @@ class Decoder:
         self,
         src: Tensor,
         table: Tensor,
-        stepwise: list[object],
+        stepwise: list[StepRule],
         options: DecodeOptions,
         shortlist: Shortlist | None = None,
     ) -> Found:
-        """The encoder-decoder's beam search as ``options`` ask (plain or diverse)."""
-        return beam_search(
-            self.model,
-            src,
-            table,
-            stepwise,
-            options.beam,
-            options.score_end,
-            shortlist,
-            groups=options.groups,
-            diversity=options.diversity,
+        """The encoder-decoder's search as ``options`` ask (plain, diverse or banked)."""
+        strategy = strategy_for(stepwise, options.beam, options.groups, options.diversity)
+        return run_search(
+            self.model, src, table, stepwise, strategy, score_end=options.score_end, shortlist=shortlist
         )
 
     def _shortlist(self, plans: list[Plan], ranked: Tensor, k: int) -> Shortlist | None:
@@ -294,7 +296,7 @@ class Decoder:
         )
 
 
-Found = tuple[Tensor, Tensor, Tensor]  # beam_search's tokens, search scores, model log-probs
+Found = tuple[Tensor, Tensor, Tensor]  # run_search's tokens, search scores, model log-probs
 
 
 @dataclass(frozen=True)

@@ -29,13 +29,14 @@ import tempfile
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, ClassVar, cast
 
 import numpy as np
 import torch
 from torch import Tensor, nn
 
 from model.decoding.quantize import quantized
+from model.net.capabilities import LISTED_IN_GRAPH, LISTED_ROWS, LOG_PROBS, REORDER_BEAMS
 from model.net.tagger import CoupletTagger, LatticeCache
 from model.net.transformer import PAD_ID, CoupletTransformer, EncoderLayer
 
@@ -377,6 +378,8 @@ class OnnxTransformer:
     PyTorch calls after it, took a served request from 19.2-21.2 to 18.6-19.6 ms of CPU
     (two A/B runs alternating on 500 test lines)."""
 
+    capabilities: ClassVar[frozenset[str]] = frozenset({LISTED_ROWS, LISTED_IN_GRAPH, REORDER_BEAMS})
+
     def __init__(
         self, model: CoupletTransformer, int8: bool = False, threads: int = 1, cache_dir: Path | None = None
     ) -> None:
@@ -536,7 +539,7 @@ class OnnxTagger:
     """A CoupletTagger whose one pass (``encode``) runs on ONNX Runtime; the lattice steps
     read its output and have no weights, so they are the tagger's own."""
 
-    steps_are_log_probs = True
+    capabilities: ClassVar[frozenset[str]] = frozenset({LOG_PROBS})
 
     def __init__(
         self, model: CoupletTagger, int8: bool = False, threads: int = 1, cache_dir: Path | None = None

@@ -23,6 +23,7 @@ from __future__ import annotations
 import copy
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Protocol, cast
 
 import torch
 from torch import Tensor
@@ -45,6 +46,36 @@ class Step:
     pos: int
     prefix: Tensor
     row: Tensor
+
+
+class StepRule(Protocol):
+    """A rule that looks at the prefix each beam has chosen: ``rule(scores (B, V), step)``.
+    ``on_columns(ids)`` is the same rule over a shortlist's columns. A rule with ``n_banks``
+    above 0 also sorts the continuations into banks (``banks``) over which the search shares
+    its beam out (search.BankedBeamSearch)."""
+
+    @property
+    def n_banks(self) -> int: ...
+
+    def __call__(self, scores: Tensor, step: Step) -> Tensor: ...
+
+    def on_columns(self, ids: Tensor) -> StepRule: ...
+
+    def banks(self, step: Step, size: int) -> Tensor: ...
+
+
+class StepRuleBase:
+    """The defaults of :class:`StepRule`: no banks; over columns, the rule as it is."""
+
+    @property
+    def n_banks(self) -> int:
+        return 0
+
+    def on_columns(self, ids: Tensor) -> StepRule:
+        return cast(StepRule, self)
+
+    def banks(self, step: Step, size: int) -> Tensor:
+        raise NotImplementedError(f"{type(self).__name__} has no banks")
 
 
 class PositionRule:
@@ -168,7 +199,7 @@ class Rhythm(PositionRule):
                     table[n, pos].sub_(self.tables.has_tone(plan.mode, tone), alpha=self.weight)
 
 
-class RepeatsMirrored:
+class RepeatsMirrored(StepRuleBase):
     """Where the upper line repeats a character, the lower repeats its own; where the upper
     has a new character, the lower may not repeat any earlier one."""
 
@@ -198,11 +229,10 @@ class RepeatsMirrored:
             )
         return scores
 
-    def on_columns(self, ids: Tensor) -> RepeatsMirrored:
-        return self  # it compares the chosen tokens with each other only
+    # on_columns: the rule as it is (it compares the chosen tokens with each other only)
 
 
-class RequiredChars:
+class RequiredChars(StepRuleBase):
     """Each required character (嵌字) appears somewhere. At a free position a beam may
     skip the required ones only while those still missing fit in the free positions left
     (one of which may be the tone-restricted end), so no beam runs into a dead end."""
@@ -275,7 +305,7 @@ class RequiredChars:
         return placed.sum(1, keepdim=True) + gain  # (B, V)
 
 
-class NoThreeLevelTail:
+class NoThreeLevelTail(StepRuleBase):
     """Preference against three level tones at the end (三平尾): a level character costs
     ``weight`` at the last position after two level ones, and at the second-to-last after
     a level one when the end is bound to be level."""
@@ -314,10 +344,10 @@ class Weights:
 
 def build_rules(
     plans: Sequence[Plan], tables: VocabTables, weights: Weights
-) -> tuple[list[PositionRule], list[object]]:
+) -> tuple[list[PositionRule], list[StepRule]]:
     """The position rules and the step rules for plans of one length."""
     position: list[PositionRule] = [SpecialTokens(plans, tables), ExactLength(plans, tables)]
-    stepwise: list[object] = []
+    stepwise: list[StepRule] = []
     if plans[0].rules:
         position += [PunctuationMirrored(plans, tables), NoReuse(plans, tables), ToneEnd(plans, tables)]
         if weights.rhythm:

@@ -1,29 +1,41 @@
-"""The fixed-length beam search under the rules, its diverse variant, the bank allocation
-of required characters, and the teacher-forced rescoring of the fast mode's proposals.
+"""The fixed-length search under the rules: the loop that drives a model step by step
+(:func:`run_search`), and the strategies that choose each step's beams (:class:`BeamSearch`,
+:class:`GreedySearch`, :class:`DiverseBeamSearch`, :class:`BankedBeamSearch`), kept apart as
+OpenNMT-py keeps its ``DecodeStrategy`` from the translator; and the teacher-forced
+rescoring of the fast mode's proposals.
 
-Shapes: N requests, K beams, B = N*K rows, L line length, V vocabulary.
+The loop asks a model only what its protocol declares: :class:`StepModel` names the
+optional capabilities (``capabilities``), which the model classes state, so nothing is
+probed with ``hasattr``. Step rules share one protocol, ``score_rules.StepRule``; the rule
+that shares the beam out by bank says so with ``n_banks``.
+
+Shapes: N requests, K beams, B = N*K rows, L line length, V vocabulary (or M listed columns).
 """
 
 from __future__ import annotations
 
 import functools
+from abc import ABC, abstractmethod
 from collections.abc import Sequence
-from typing import Any, Protocol, cast
+from typing import Any, ClassVar, Protocol, cast
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor
 
 from data.vocab import BOS_ID, PAD_ID
-from model.decoding.score_rules import RequiredChars, Step
+from model.decoding.score_rules import Step, StepRule
 from model.decoding.shortlist import Shortlist
 from model.decoding.vocab_tables import NEG_INF
+from model.net.capabilities import LISTED_IN_GRAPH, LISTED_ROWS, LOG_PROBS, REORDER_BEAMS
 from model.net.transformer import EOS_ID, CoupletTransformer, DecoderCache, LayerCache
 
 
 class StepModel(Protocol):
-    """What the beam search needs of a model: the encoder-decoder's KV-cached steps, or
-    the tagger's lattice (model/net/tagger.py)."""
+    """What the search needs of every model: the encoder-decoder's KV-cached steps, or the
+    tagger's lattice (model/net/tagger.py); ``capabilities`` declares what else it offers."""
+
+    capabilities: ClassVar[frozenset[str]]
 
     def encode(self, src: Tensor) -> Tensor: ...
 
@@ -34,33 +46,140 @@ class StepModel(Protocol):
     def reorder_cache(self, cache: Any, index: Tensor) -> Any: ...
 
 
+class ListedRowsModel(StepModel, Protocol):
+    """A model declaring ``LISTED_ROWS``."""
+
+    def step_states(self, cache: Any, prev: Tensor, pos: int) -> Tensor: ...
+
+
+class InGraphModel(ListedRowsModel, Protocol):
+    """A model declaring ``LISTED_IN_GRAPH``."""
+
+    def step_log_probs(self, cache: Any, prev: Tensor, pos: int, listed: tuple[Tensor, Tensor]) -> Tensor: ...
+
+
+class BeamMovingModel(StepModel, Protocol):
+    """A model declaring ``REORDER_BEAMS``."""
+
+    def reorder_beams(self, cache: Any, parent: Tensor) -> Any: ...
+
+
+# ---- strategies ----------------------------------------------------------------------
+
+
+class Strategy(ABC):
+    """How each step's beams are chosen from the scores of every continuation of every beam."""
+
+    @abstractmethod
+    def select(self, total: Tensor, step: Step, last: bool) -> tuple[Tensor, Tensor]:
+        """total (N, width, V): search scores of each beam's continuations (width 1 at the
+        first step) -> the chosen beams' scores (N, K') and their indices into width*V."""
+
+    def bind(self, rules: Sequence[StepRule]) -> Strategy:
+        """This strategy for the search's own rules (over a shortlist's columns, say)."""
+        return self
+
+    def finish(self, search: Tensor, tokens: Tensor, logp: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """The beams at the end -> search scores (N, K), tokens (N*K, L), model log-probs (N*K,)
+        of the lines to return, best first."""
+        return search, tokens, logp
+
+
+class BeamSearch(Strategy):
+    """The ``beam`` best continuations of all beams of a request."""
+
+    def __init__(self, beam: int) -> None:
+        self.beam = beam
+
+    def select(self, total: Tensor, step: Step, last: bool) -> tuple[Tensor, Tensor]:
+        return _topk(total.flatten(1), self.beam)
+
+
+class GreedySearch(Strategy):
+    """One beam: the best continuation at every step."""
+
+    def select(self, total: Tensor, step: Step, last: bool) -> tuple[Tensor, Tensor]:
+        return _topk(total.flatten(1), 1)
+
+
+class BankedBeamSearch(Strategy):
+    """Dynamic beam allocation (Post & Vilar 2018) for required characters: the beam is
+    shared out over how many of them each beam holds (the rule's banks), so that placing a
+    costly one early is not always outranked."""
+
+    def __init__(self, beam: int, rule: StepRule | None = None) -> None:
+        self.beam, self.rule = beam, rule
+
+    def bind(self, rules: Sequence[StepRule]) -> BankedBeamSearch:
+        return BankedBeamSearch(self.beam, next(r for r in rules if r.n_banks))
+
+    def select(self, total: Tensor, step: Step, last: bool) -> tuple[Tensor, Tensor]:
+        if self.rule is None:
+            raise ValueError("BankedBeamSearch needs a rule with banks: bind() it to the search's rules")
+        n, width, v = total.shape
+        bank = self.rule.banks(step, v).view(n, width * v)
+        return allocate(total.flatten(1), bank, self.beam, self.rule.n_banks)
+
+
+class DiverseBeamSearch(Strategy):
+    """Diverse beam search (Vijayakumar et al., AAAI 2018): each group keeps its own beams; at
+    every step a group's choice pays ``diversity`` for each beam of an earlier group that took
+    the same token at this position (a Hamming penalty), and at the last character no group
+    may complete an earlier group's line. The lines returned are each group's best, scored
+    without the penalty, best first."""
+
+    def __init__(self, groups: Sequence[int], diversity: float) -> None:
+        self.groups, self.diversity = tuple(groups), diversity
+
+    def select(self, total: Tensor, step: Step, last: bool) -> tuple[Tensor, Tensor]:
+        keys = _prefix_keys(step.row, step.prefix) if last else None
+        return _diverse_topk(total, self.groups, self.diversity, keys)
+
+    def finish(self, search: Tensor, tokens: Tensor, logp: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        n, k = search.shape
+        rows_of = _group_rows(self.groups)  # (G, most beams of a group)
+        best = rows_of[torch.arange(len(self.groups)), search[:, rows_of].argmax(2)]  # (N, G)
+        search, order = search.gather(1, best).sort(dim=1, descending=True)
+        rows = (torch.arange(n)[:, None] * k + best.gather(1, order)).view(-1)
+        return search, tokens[rows], logp[rows]
+
+
+def strategy_for(
+    rules: Sequence[StepRule], beam: int, groups: Sequence[int] = (), diversity: float = 0.0
+) -> Strategy:
+    """The strategy a request's options ask for: banked when a rule shares the beam out
+    (required characters, which diverse groups would not keep), else diverse with groups,
+    else greedy for a beam of one, else the plain beam search."""
+    if any(r.n_banks for r in rules):
+        return BankedBeamSearch(beam)
+    if groups:
+        return DiverseBeamSearch(groups, diversity)
+    return GreedySearch() if beam == 1 else BeamSearch(beam)
+
+
+# ---- the loop -------------------------------------------------------------------------
+
+
 @torch.inference_mode()
-def beam_search(
+def run_search(
     model: StepModel,
     src: Tensor,
     table: Tensor,
-    step_rules: Sequence[object],
-    beam: int,
+    step_rules: Sequence[StepRule],
+    strategy: Strategy,
+    *,
     score_end: bool = True,
     shortlist: Shortlist | None = None,
     memory: Tensor | None = None,
-    groups: Sequence[int] = (),
-    diversity: float = 0.0,
 ) -> tuple[Tensor, Tensor, Tensor]:
-    """Fixed-length beam search: src (N, S), table (N, L+1, V) -> tokens (N, K, L),
-    search scores (N, K) (log-probs plus preferences), model log-probs (N, K).
+    """Fixed-length search: src (N, S), table (N, L+1, V) -> tokens (N, K, L), search scores
+    (N, K) (log-probs plus preferences), model log-probs (N, K).
 
     Without ``score_end`` the search stops after the L characters: the end of sequence,
     forced at L, is then not scored (it saves a whole model step). With a ``shortlist``
     the search runs over each request's listed tokens only (its columns: the rest of the
-    vocabulary is impossible), and the output layer scores those alone. ``memory``:
-    ``model.encode(src)`` when it is already at hand. ``groups``, the beams of each group
-    (summing to ``beam``): diverse beam search (Vijayakumar et al., AAAI 2018): each group
-    keeps its own beams, at every step a group's choice pays ``diversity`` for each beam of an
-    earlier group that took the same token at this position (a Hamming penalty), and at the
-    last character no group may complete an earlier group's line. Then K is the number of
-    groups: the best line of each, scored without the penalty, best first. Not with required
-    characters (their bank allocation is the search's only grouping)."""
+    vocabulary is impossible), and the output layer scores those alone where the model can
+    (``LISTED_ROWS``). ``memory``: ``model.encode(src)`` when it is already at hand."""
     steps = table.size(1)
     length = steps - 1
     steps = steps if score_end else length
@@ -68,42 +187,41 @@ def beam_search(
     cache = _fit_cache(model.new_cache(memory, src), steps)
     if shortlist is not None:  # from here on a token is a column of its request's list
         table = shortlist.gather(table)
-        step_rules = [cast(Any, rule).on_columns(shortlist.ids) for rule in step_rules]
+        step_rules = [rule.on_columns(shortlist.ids) for rule in step_rules]
+    strategy = strategy.bind(step_rules)
     n, _, v = table.shape
-    scored = shortlist is not None and hasattr(model, "step_states")  # the output layer's listed rows
-    in_graph = scored and hasattr(model, "step_log_probs")  # ONNX: the listed rows scored in the step
+    can = model.capabilities
+    scored = shortlist is not None and LISTED_ROWS in can  # the output layer's listed rows
+    in_graph = scored and LISTED_IN_GRAPH in can  # ONNX: the listed rows scored in the step
+    normalised = LOG_PROBS in can  # the tagger's lattice is
     width = 1  # live beams per request: one at the start (K copies would be equal), then K
     prev = torch.full((n,), BOS_ID, dtype=torch.long)
     search = torch.zeros(n, 1)  # (N, width)
     logp_sum = torch.zeros(n)  # (B,)
     tokens = torch.empty(n, 0, dtype=torch.long)  # (B, pos)
-    banked = next((r for r in step_rules if isinstance(r, RequiredChars)), None)
-    normalised = getattr(model, "steps_are_log_probs", False)  # the tagger's lattice is
     layouts: dict[int, tuple[Tensor, Tensor]] = {}  # width -> each row's request (B,), first rows (N, 1)
     for pos in range(steps):
         if width not in layouts:
             layouts[width] = torch.arange(n).repeat_interleave(width), torch.arange(n)[:, None] * width
         row, first = layouts[width]
         if in_graph:
-            logp = cast(Any, model).step_log_probs(cache, prev, pos, cast(Shortlist, shortlist).listed)
+            logp = cast(InGraphModel, model).step_log_probs(
+                cache, prev, pos, cast(Shortlist, shortlist).listed
+            )
         elif scored:
-            logp = cast(Shortlist, shortlist).log_probs(cast(Any, model).step_states(cache, prev, pos))
+            logp = cast(Shortlist, shortlist).log_probs(
+                cast(ListedRowsModel, model).step_states(cache, prev, pos)
+            )
         else:
             logp = model.step(cache, prev, pos).float()  # (B, V)
             logp = logp if normalised else F.log_softmax(logp, dim=-1)
             logp = logp if shortlist is None else shortlist.pick(logp)  # (B, M)
         scores = (logp.view(n, width, v) + table[:, None, pos]).view(n * width, v)
+        here = Step(pos, tokens, row)
         for rule in step_rules:
-            scores = rule(scores, Step(pos, tokens, row))  # type: ignore[operator]
-        total = scores.view(n, width, v).add_(search[:, :, None]).view(n, width * v)  # (N, width*V)
-        if banked is None and groups:
-            keys = _prefix_keys(row, tokens) if pos == length - 1 else None
-            search, flat = _diverse_topk(total.view(n, width, v), groups, diversity, keys)
-        elif banked is None:
-            search, flat = _topk(total, beam)  # (N, K)
-        else:
-            bank = banked.banks(Step(pos, tokens, row), v).view(n, width * v)
-            search, flat = allocate(total, bank, beam, banked.n_banks)
+            scores = rule(scores, here)
+        total = scores.view(n, width, v).add_(search[:, :, None])  # (N, width, V)
+        search, flat = strategy.select(total, here, last=pos == length - 1)  # (N, K)
         parent = (first + flat // v).view(-1)  # (B',) the row each beam extends
         tok = (flat % v).view(-1)  # (B',)
         logp_sum = logp_sum[parent] + logp[parent, tok]
@@ -112,13 +230,8 @@ def beam_search(
             cache = _reorder_beams(model, cache, parent) if width > 1 else model.reorder_cache(cache, parent)
         width = search.size(1)
         prev = tok if shortlist is None else shortlist.token_ids(tok.view(n, width)).view(-1)  # (B',) ids
+    search, tokens, logp_sum = strategy.finish(search, tokens, logp_sum)
     k = search.size(1)
-    if banked is None and groups:  # each group's best line, best first
-        rows_of = _group_rows(tuple(groups))  # (G, most beams of a group)
-        best = rows_of[torch.arange(len(groups)), search[:, rows_of].argmax(2)]  # (N, G)
-        search, order = search.gather(1, best).sort(dim=1, descending=True)
-        rows = (torch.arange(n)[:, None] * k + best.gather(1, order)).view(-1)
-        tokens, logp_sum, k = tokens[rows], logp_sum[rows], len(groups)
     tokens = tokens[:, :length].reshape(n, k * length)
     tokens = tokens if shortlist is None else shortlist.token_ids(tokens)
     return tokens.view(n, k, length), search, logp_sum.view(n, k)
@@ -292,7 +405,7 @@ def _fit_cache(cache: Any, steps: int) -> Any:
 
 def _reorder_beams(model: StepModel, cache: Any, parent: Tensor) -> Any:
     """``model.reorder_beams`` (beams that stay within their request: a model whose rows of one
-    request share state moves only the rest) where the model has it, else ``reorder_cache``."""
-    if hasattr(model, "reorder_beams"):
-        return cast(Any, model).reorder_beams(cache, parent)
+    request share state moves only the rest) where the model declares it, else ``reorder_cache``."""
+    if REORDER_BEAMS in model.capabilities:
+        return cast(BeamMovingModel, model).reorder_beams(cache, parent)
     return model.reorder_cache(cache, parent)

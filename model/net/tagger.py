@@ -20,12 +20,14 @@ Shapes: B batch, S source length, V vocabulary, d model width.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
 from model.net.batch import Batch
+from model.net.capabilities import LOG_PROBS
 from model.net.transformer import EOS_ID, PAD_ID, EncoderLayer, ModelConfig, init_weights
 
 
@@ -39,7 +41,7 @@ class LatticeCache:
 
 
 class CoupletTagger(nn.Module):
-    steps_are_log_probs = True  # ``step`` returns normalised log-probabilities
+    capabilities: ClassVar[frozenset[str]] = frozenset({LOG_PROBS})  # ``step``: log-probabilities
 
     def __init__(self, cfg: ModelConfig) -> None:
         super().__init__()

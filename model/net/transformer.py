@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, fields, replace
-from typing import Any, cast
+from typing import Any, ClassVar, cast
 
 import torch
 import torch.nn.functional as F
@@ -24,6 +24,7 @@ from data.vocab import EOS_ID as EOS_ID
 from data.vocab import PAD_ID as PAD_ID
 from data.vocab import UNK_ID as UNK_ID
 from model.net.batch import Batch
+from model.net.capabilities import LISTED_ROWS, REORDER_BEAMS
 
 
 @dataclass(frozen=True)
@@ -256,6 +257,9 @@ def init_weights(
 
 
 class CoupletTransformer(nn.Module):
+    # beyond its steps (model/net/capabilities.py): ``step_states``, ``reorder_beams``
+    capabilities: ClassVar[frozenset[str]] = frozenset({LISTED_ROWS, REORDER_BEAMS})
+
     def __init__(self, cfg: ModelConfig) -> None:
         super().__init__()
         self.cfg = cfg

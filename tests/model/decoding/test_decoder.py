@@ -16,7 +16,7 @@ from data.vocab import BOS_ID, EOS_ID, PAD_ID, UNK_ID, Vocab
 from model.decoding.decoder import Decoder
 from model.decoding.options import MAX_CANDIDATES, DecodeOptions
 from model.decoding.plan import ConstraintError
-from model.decoding.search import _diverse_topk, allocate, beam_search
+from model.decoding.search import BeamSearch, _diverse_topk, allocate, run_search
 from model.net.transformer import CoupletTransformer, ModelConfig
 from tests.model.decoding.fixtures import decode_vocab
 
@@ -58,7 +58,7 @@ def test_beam_search_with_a_wide_beam_is_exact(vocab):
     table[0, length, EOS_ID] = 0.0
     src = vocab.encode("千山雪")
     k = len(allowed) ** length  # every sequence survives until the end-of-sequence step
-    tokens, search, found = beam_search(model, torch.tensor([src]), table, [], k)
+    tokens, search, found = run_search(model, torch.tensor([src]), table, [], BeamSearch(k))
     seqs = list(itertools.product(allowed, repeat=length))
     with torch.inference_mode():  # every sequence + EOS, teacher-forced in one batch
         tgt = torch.tensor([[BOS_ID, *seq] for seq in seqs])  # (216, 4)
@@ -364,3 +364,37 @@ def test_the_pairing_table_adds_its_scores_to_the_search(vocab: Vocab, pairs: li
     assert paired.generate(upper, replace(options, pairing_weight=0.0)).candidates == list(before.values())
     heavy = paired.generate(upper, replace(options, pairing_weight=50.0, locks=None)).candidates[0]
     assert heavy.text == "秋雨"
+
+
+def test_greedy_is_a_sibling_strategy_and_strategies_are_chosen_by_declared_capabilities(vocab):
+    """GreedySearch keeps one beam, the best continuation at each step: on a model whose
+    steps are checked by hand it equals step-by-step argmax; strategy_for picks banked for a
+    rule with banks, diverse for groups, greedy for a beam of one."""
+    from model.decoding.score_rules import StepRuleBase
+    from model.decoding.search import BankedBeamSearch, DiverseBeamSearch, GreedySearch, strategy_for
+
+    model = tiny_model(vocab, seed=5)
+    length, v = 4, model.cfg.vocab_size
+    table = torch.zeros(1, length + 1, v)
+    table[0, :length, : EOS_ID + 1] = float("-inf")
+    table[0, length] = float("-inf")
+    table[0, length, EOS_ID] = 0.0
+    src = torch.tensor([vocab.encode("千山鸟飞")])
+    tokens, search, _ = run_search(model, src, table, [], GreedySearch())
+    with torch.inference_mode():  # argmax step by step, through the full forward pass
+        prefix: list[int] = []
+        for pos in range(length):
+            logits = model(src, torch.tensor([[BOS_ID, *prefix]]))[0, pos].float()
+            prefix.append(int((F.log_softmax(logits, -1) + table[0, pos]).argmax()))
+    assert tokens[0, 0].tolist() == prefix and search.shape == (1, 1)
+
+    class Banked(StepRuleBase):
+        n_banks = 3
+
+        def __call__(self, scores, step):
+            return scores
+
+    assert isinstance(strategy_for([Banked()], 8, groups=(4, 4)), BankedBeamSearch)
+    assert isinstance(strategy_for([], 8, groups=(4, 4), diversity=1.0), DiverseBeamSearch)
+    assert isinstance(strategy_for([], 1), GreedySearch)
+    assert type(strategy_for([], 8)) is BeamSearch

@@ -16,7 +16,7 @@ from data.vocab import BOS_ID, EOS_ID, PAD_ID, UNK_ID, Vocab
 from model.decoding.decoder import Decoder
 from model.decoding.onnx_engine import GraphCache, OnnxTagger, OnnxTransformer
 from model.decoding.options import DecodeOptions
-from model.decoding.search import beam_search
+from model.decoding.search import BeamSearch, run_search
 from model.decoding.shortlist import Shortlist
 from model.net.checkpoint import build_model
 from model.net.tagger import CoupletTagger
@@ -118,8 +118,8 @@ def test_beam_search_on_the_engine_equals_pytorch(vocab: Vocab) -> None:
     table[0, :4, [PAD_ID, BOS_ID, EOS_ID, UNK_ID]] = float("-inf")  # no special token inside the line
     table[0, 4] = float("-inf")
     table[0, 4, EOS_ID] = 0.0
-    a = beam_search(OnnxTransformer(s2s), src, table, [], 6)
-    b = beam_search(s2s, src, table, [], 6)
+    a = run_search(OnnxTransformer(s2s), src, table, [], BeamSearch(6))
+    b = run_search(s2s, src, table, [], BeamSearch(6))
     assert a[0].tolist() == b[0].tolist()
     assert torch.allclose(a[2], b[2], atol=1e-4)
 
