@@ -39,7 +39,7 @@ train: $(PY) ## train the model (PRESET=tiny|cpu|gpu), evaluate, export the bund
 eval: $(PY) ## BLEU, perplexity, rule compliance on the wb14123 test set
 	$(PY) -m model.evaluate $(EVAL_ARGS)
 
-bench: $(PY) ## benchmarks: data stage, decoding latency, server load, crawler
+bench: $(PY) ## benchmarks: data stage, decoding latency, server load, faults under load, crawler
 	$(PY) -m bench $(BENCH_ARGS)
 
 sysdeps:

@@ -26,6 +26,9 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Awaitable, Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
@@ -72,7 +75,9 @@ def fallback_bundle(out: Path, preset: str = "cpu") -> Path:
     return export_bundle(out, model, vocab, version=f"random-{preset}")
 
 
-def start_server(model: Path, port: int, tmp: Path) -> subprocess.Popen[bytes]:
+def start_server(model: Path, port: int, tmp: Path, timeout: float = 300) -> subprocess.Popen[bytes]:
+    """``python -m serve`` on ``port``, once its health answers 200 (its decode workers have started
+    their models: minutes when the shared machine is busy)."""
     env = {
         **os.environ,
         "DUILIAN_SERVE_DATABASE_URL": f"sqlite:///{tmp / 'feedback.db'}",
@@ -92,7 +97,7 @@ def start_server(model: Path, port: int, tmp: Path) -> subprocess.Popen[bytes]:
         "warning",
     ]
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    deadline = time.monotonic() + 120
+    deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             raise RuntimeError(f"server exited: {proc.stderr.read().decode() if proc.stderr else ''}")
@@ -103,7 +108,7 @@ def start_server(model: Path, port: int, tmp: Path) -> subprocess.Popen[bytes]:
             pass
         time.sleep(0.2)
     proc.kill()
-    raise RuntimeError("server did not come up in 120 s")
+    raise RuntimeError(f"server did not come up in {timeout:g} s")
 
 
 def wait_known_lines(url: str, timeout: float = 180) -> None:
@@ -175,6 +180,68 @@ class Connections:
             writer.close()
 
 
+LATENCY_GOAL_MS = 200.0  # the p99 a rate must keep to count as sustained
+
+
+def schedule(rate: float, seconds: float) -> list[float]:
+    """Open loop: request i is due ``i / rate`` seconds after the start, whatever the answers."""
+    return [i / rate for i in range(int(rate * seconds))]
+
+
+@dataclass(frozen=True)
+class Reply:
+    """One request of an open-loop run: when it was due and answered (seconds from the start),
+    its HTTP status (0: no answer, the connection failed) and whether it carried candidates."""
+
+    due: float
+    done: float
+    status: int
+    ok: bool
+
+    @property
+    def latency(self) -> float:
+        return self.done - self.due
+
+
+Side = Callable[[float], Awaitable[None]]  # more work during a run, given its start (perf_counter)
+
+
+async def open_loop(
+    port: int,
+    lines: list[str],
+    dues: list[float],
+    extra: dict[str, object] | None = None,
+    sides: Sequence[Side] = (),
+) -> tuple[list[Reply], float]:
+    """Sends request i at ``dues[i]`` (a generate of ``lines[i % len(lines)]``, 5 candidates,
+    ``extra`` fields added), latency counted from that moment (no coordinated omission), while
+    ``sides`` run (reloads, kills); the replies in order, and the seconds the run took."""
+    conns = Connections(port)
+    start = time.perf_counter() + 0.2
+    replies: list[Reply] = []
+
+    async def one(i: int) -> None:
+        await asyncio.sleep(max(0.0, start + dues[i] - time.perf_counter()))
+        body = {"upper": lines[i % len(lines)], "n": 5, **(extra or {})}
+        status, payload = await conns.post("/api/v1/generate", body)
+        ok = status == 200 and bool(json.loads(payload)["candidates"])
+        replies.append(Reply(dues[i], time.perf_counter() - start, status, ok))
+
+    await asyncio.gather(*(one(i) for i in range(len(dues))), *(side(start) for side in sides))
+    elapsed = time.perf_counter() - start
+    conns.close()
+    return sorted(replies, key=lambda r: r.due), elapsed
+
+
+def reload_bundle(port: int, model: Path, http: httpx.AsyncClient) -> Awaitable[httpx.Response]:
+    """POST /api/v1/admin/reload of ``model`` (the server's admin token is ``TOKEN``)."""
+    return http.post(
+        f"http://127.0.0.1:{port}/api/v1/admin/reload",
+        json={"model_dir": str(model)},
+        headers={"X-Admin-Token": TOKEN},
+    )
+
+
 async def fixed_rate(
     port: int,
     lines: list[str],
@@ -183,47 +250,27 @@ async def fixed_rate(
     reload_model: Path | None = None,
     extra: dict[str, object] | None = None,
 ) -> dict[str, float]:
-    """Open-loop load: request i is due at start + i/rate; latency counts from that moment.
-    ``extra``: more fields of every request (e.g. ``{"fast": True}``)."""
-    total = int(rate * seconds)
-    latencies: list[float] = []
-    errors = 0
-    busy = 0
+    """Open-loop load at ``rate`` for ``seconds`` (``schedule``); with ``reload_model``, that
+    bundle reloaded three times meanwhile. ``extra``: more fields of every request (e.g.
+    ``{"fast": True}``)."""
     reloads = 0
-    conns = Connections(port)
-    start = time.perf_counter() + 0.2
 
-    async def one(i: int) -> None:
-        nonlocal errors, busy
-        due = start + i / rate
-        await asyncio.sleep(max(0.0, due - time.perf_counter()))
-        body = {"upper": lines[i % len(lines)], "n": 5, **(extra or {})}
-        status, payload = await conns.post("/api/v1/generate", body)
-        latencies.append(time.perf_counter() - due)
-        errors += not (status == 200 and json.loads(payload)["candidates"])
-        busy += status == 503
-
-    async def reloader() -> None:
+    async def reloader(start: float) -> None:
         nonlocal reloads
         async with httpx.AsyncClient(timeout=120) as http:
             for _ in range(3):
                 await asyncio.sleep(seconds / 4)
-                r = await http.post(
-                    f"http://127.0.0.1:{port}/api/v1/admin/reload",
-                    json={"model_dir": str(reload_model)},
-                    headers={"X-Admin-Token": TOKEN},
-                )
-                reloads += r.status_code == 200
+                assert reload_model is not None
+                reloads += (await reload_bundle(port, reload_model, http)).status_code == 200
 
-    tasks = [one(i) for i in range(total)]
-    if reload_model is not None:
-        tasks.append(reloader())
-    await asyncio.gather(*tasks)
-    elapsed = time.perf_counter() - start
-    conns.close()
+    sides = [reloader] if reload_model is not None else []
+    replies, elapsed = await open_loop(port, lines, schedule(rate, seconds), extra, sides)
+    errors = sum(not r.ok for r in replies)
+    busy = sum(r.status == 503 for r in replies)
+    latencies = [r.latency for r in replies]
     figures = {
-        "requests": float(total),
-        "answered_rps": (total - errors) / elapsed,
+        "requests": float(len(replies)),
+        "answered_rps": (len(replies) - errors) / elapsed,
         "p50_ms": 1000 * pct(latencies, 0.50),
         "p99_ms": 1000 * pct(latencies, 0.99),
         "failed": float(errors - busy),
@@ -283,7 +330,7 @@ def saturation_wrk(url: str, lines: list[str], seconds: int, connections: int, t
 
 
 def met(figures: dict[str, float]) -> bool:
-    return figures["p99_ms"] <= 200 and figures["failed"] == 0 and figures["shed_503"] == 0
+    return figures["p99_ms"] <= LATENCY_GOAL_MS and figures["failed"] == 0 and figures["shed_503"] == 0
 
 
 def wait_idle(url: str, timeout: float = 120) -> None:
@@ -320,16 +367,31 @@ def ladder(
     return sustained
 
 
-def run(args: Any) -> dict[str, object]:
-    quick = bool(getattr(args, "quick", False))
-    rates = (
-        [100.0, 50.0, 25.0, 12.0, 6.0]
-        if quick
-        else [100.0, 85.0, 70.0, 50.0, 35.0, 25.0, 18.0, 12.0, 8.0, 5.0]
-    )
-    seconds = 5.0 if quick else 15.0
+@dataclass
+class Served:
+    """A real ``python -m serve`` on loopback (``served``): its process, port, bundle and the
+    figures that describe the setting."""
+
+    proc: subprocess.Popen[bytes]
+    port: int
+    model: Path
+    tmp: Path
+    lines: list[str]
+    info: dict[str, Any]
+    setting: dict[str, object]
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+
+@contextmanager
+def served(prefix: str) -> Iterator[Served]:
+    """Starts ``python -m serve`` (result cache off, no rate limit, an admin token) on the
+    shipped bundle (``DUILIAN_SERVE_MODEL_DIR`` names another; a random one of its shape when
+    none is shipped), waits for its known lines, and stops it at the end."""
     lines = upper_lines(4000)
-    with tempfile.TemporaryDirectory(prefix="bench-serve-") as name:
+    with tempfile.TemporaryDirectory(prefix=prefix) as name:
         tmp = Path(name)
         model = Path(os.environ.get("DUILIAN_SERVE_MODEL_DIR", default_model_dir()))
         shipped = (model / "model.pt").is_file()
@@ -337,28 +399,45 @@ def run(args: Any) -> dict[str, object]:
             model = fallback_bundle(tmp / "model")
         port = free_port()
         proc = start_server(model, port, tmp)
-        url = f"http://127.0.0.1:{port}"
         try:
-            wait_known_lines(url)
-            info = httpx.get(f"{url}/api/v1/model", timeout=10).json()
-            results: dict[str, object] = {
-                "model": info["version"] if shipped else f"{info['version']} (no shipped model)",
+            server = Served(proc, port, model, tmp, lines, {}, {})
+            wait_known_lines(server.url)
+            server.info = httpx.get(f"{server.url}/api/v1/model", timeout=10).json()
+            version = server.info["version"]
+            server.setting = {
+                "model": version if shipped else f"{version} (no shipped model)",
                 "cores": float(os.cpu_count() or 0),
                 "load_average_1min": os.getloadavg()[0],  # other work on the machine skews every figure
                 "distinct_lines": float(len(lines)),
             }
-            sustained = ladder(url, port, lines, rates, seconds, results, "")
-            if info.get("fast_mode"):  # the same ladder for requests in the fast mode
-                ladder(url, port, lines[::-1], rates, seconds, results, "fast_", {"fast": True})
-            wait_idle(url)
-            reload_rate = sustained or rates[-1]
-            figures = asyncio.run(fixed_rate(port, lines[::-1], reload_rate, max(seconds, 8.0), model))
-            results.update({f"reload_{k}": v for k, v in figures.items()})
-            if shutil.which("wrk"):
-                wait_idle(url)
-                results.update(saturation_wrk(url, lines[::-1], 5 if quick else 15, 8, tmp))
+            yield server
         finally:
             stop_process(proc, timeout=20)
+
+
+def rate_ladder(quick: bool) -> tuple[list[float], float]:
+    """The rates tried (requests/s, highest first) and the seconds at each."""
+    if quick:
+        return [100.0, 50.0, 25.0, 12.0, 6.0], 5.0
+    return [100.0, 85.0, 70.0, 50.0, 35.0, 25.0, 18.0, 12.0, 8.0, 5.0], 15.0
+
+
+def run(args: Any) -> dict[str, object]:
+    quick = bool(getattr(args, "quick", False))
+    rates, seconds = rate_ladder(quick)
+    with served("bench-serve-") as server:
+        url, port, lines, model = server.url, server.port, server.lines, server.model
+        results: dict[str, object] = dict(server.setting)
+        sustained = ladder(url, port, lines, rates, seconds, results, "")
+        if server.info.get("fast_mode"):  # the same ladder for requests in the fast mode
+            ladder(url, port, lines[::-1], rates, seconds, results, "fast_", {"fast": True})
+        wait_idle(url)
+        reload_rate = sustained or rates[-1]
+        figures = asyncio.run(fixed_rate(port, lines[::-1], reload_rate, max(seconds, 8.0), model))
+        results.update({f"reload_{k}": v for k, v in figures.items()})
+        if shutil.which("wrk"):
+            wait_idle(url)
+            results.update(saturation_wrk(url, lines[::-1], 5 if quick else 15, 8, server.tmp))
     # the goal (docs/MEASUREMENTS.md): >= 100 requests/s at p99 <= 200 ms, no errors, no failure
     # during reloads; by the open-loop ladder (latency from each request's due time, the Python
     # load generator sharing the two cores), and by wrk's closed loop (8 connections)

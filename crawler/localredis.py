@@ -1,5 +1,5 @@
 """Local servers for tests and benchmarks: a free loopback port, stopping a server process,
-a throwaway redis-server."""
+a server's spawned worker processes (read from /proc, Linux), a throwaway redis-server."""
 
 from __future__ import annotations
 
@@ -26,6 +26,44 @@ def stop_process(proc: subprocess.Popen[bytes], sig: int = signal.SIGTERM, timeo
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.wait()
+
+
+def _stat(pid: int) -> list[str] | None:
+    """The fields of /proc/<pid>/stat after the command name (state first), None if it is gone."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (FileNotFoundError, ProcessLookupError):
+        return None
+
+
+def running(pid: int) -> bool:
+    """The process exists and has not ended (a zombie waiting for its parent has ended)."""
+    fields = _stat(pid)
+    return fields is not None and fields[0] not in ("Z", "X")
+
+
+def started(pid: int) -> int:
+    """When the process started, in clock ticks since boot (0 if it is gone): later is larger."""
+    fields = _stat(pid)
+    return int(fields[19]) if fields is not None else 0
+
+
+def spawned_children(pid: int) -> list[int]:
+    """The multiprocessing children that ``pid`` spawned (a server's decode workers), without
+    its resource tracker, from /proc."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ")
+        except OSError:
+            continue
+        ppid = int(stat.rsplit(")", 1)[1].split()[1])
+        if ppid == pid and b"spawn_main" in cmdline and b"resource_tracker" not in cmdline:
+            found.append(int(entry.name))
+    return sorted(found)
 
 
 class LocalRedis:

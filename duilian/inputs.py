@@ -23,6 +23,10 @@ MAX_ASKED = 10  # the most candidates one request may ask for (``max_candidates`
 OVERSAMPLE = 2  # extra candidates asked of the decoder for filtered ones (``oversample``)
 TONE_MODES = ("modern", "lenient", "classical")
 _normalise = Normalizer()  # its tables fill lazily: nothing is loaded at import
+# Characters a person asks for that stay as typed: alone, OpenCC reads 乾 as the traditional
+# form of 干 (乾燥 → 干燥), but 乾 is a standard simplified character too (乾坤, 乾隆, which the
+# corpus keeps), so a 藏头, 嵌字 or locked 乾 is meant as 乾.
+KEPT_AS_TYPED = frozenset("乾")
 
 
 class InputError(ValueError):
@@ -73,7 +77,7 @@ def clean_locks(raw: str | None, upper: str) -> str | None:
     One that locks nothing is no constraint (None), but it too must be as long as the line."""
     if raw is None or not raw.strip():
         return None
-    pattern = "".join("_" if ch in LOCK_FREE else ch for ch in _normalise(raw))
+    pattern = "".join("_" if ch in LOCK_FREE else ch for ch in normalise_chars(raw))
     if len(pattern) != len(upper):
         raise InputError(
             f"锁定模式要和上联一样长（{len(upper)} 个字，用 _ 表示不锁定）",
@@ -87,11 +91,18 @@ def clean_locks(raw: str | None, upper: str) -> str | None:
     return pattern if pattern.strip("_") else None
 
 
+def normalise_chars(raw: str) -> str:
+    """Characters asked for one by one (藏头, 嵌字, a lock pattern), each normalised as the
+    corpus is (data.normalize: spaces, compatibility forms, full-width marks, simplified
+    characters: 後 → 后, 發 → 发), except those ``KEPT_AS_TYPED`` (乾 stays 乾)."""
+    return "".join(ch if ch in KEPT_AS_TYPED else _normalise(ch) for ch in raw)
+
+
 def clean_chars(raw: str | None, name: tuple[str, str]) -> str | None:
-    """Required characters (藏头 / 嵌字): Chinese characters only."""
+    """Required characters (藏头 / 嵌字), normalised (``normalise_chars``): Chinese characters only."""
     if raw is None:
         return None
-    chars = _normalise(raw)
+    chars = normalise_chars(raw)
     if not chars:
         return None
     zh, en = name

@@ -31,6 +31,20 @@ def test_a_query_is_normalised_and_checked_in_order() -> None:
         make_query("春风得意", locks="__秋")
 
 
+def test_asked_characters_are_normalised_as_the_corpus_but_a_typed_qian_stays() -> None:
+    """藏头, 嵌字 and locked characters go through the corpus's normaliser one by one; 乾, which
+    it alone would make 干, stays where the user typed it. The line itself is the corpus's."""
+    q = make_query("乾燥天氣", required_first="後", required_chars="發 乾", locks="＿＿風＿")
+    assert q.upper == "干燥天气"  # as the corpus has it: 乾燥 → 干燥
+    assert (q.required_first, q.required_chars, q.locks) == ("后", "发乾", "__风_")
+    assert make_query("春风得意", required_first="乾").required_first == "乾"
+    assert make_query("春风得意", required_chars="乾坤").required_chars == "乾坤"
+    assert make_query("春风得意", locks="乾___").locks == "乾___"
+    assert make_query("乾坤朗朗").upper == "乾坤朗朗"
+    with pytest.raises(InputError, match="one character"):
+        make_query("春风得意", required_first="乾 坤")
+
+
 def test_filtered_candidates_are_withheld_and_counted(bad_bundle: Path) -> None:
     model = LoadedModel.load(bad_bundle)
     answer = model.answer(make_query("春风", 3))  # the model's best: the bad word

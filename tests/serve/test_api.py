@@ -18,7 +18,7 @@ from model.net.transformer import CoupletTransformer
 from serve.deps import get_service
 from serve.main import create_app
 from serve.settings import Settings
-from tests.serve.conftest import PAIRS, build_bundle
+from tests.serve.conftest import EXTRA_CHARS, PAIRS, build_bundle
 
 
 def test_generate_answers_with_tones_reports_and_flags(client: TestClient) -> None:
@@ -63,6 +63,28 @@ def test_locks_and_required_first(client: TestClient) -> None:
     assert body["candidates"] and all(c["text"][2] == "好" for c in body["candidates"])
     body = client.post("/api/v1/generate", json={"upper": "春风得意", "n": 3, "required_first": "秋"}).json()
     assert body["candidates"] and all(c["text"][0] == "秋" for c in body["candidates"])
+
+
+def test_required_characters_are_normalised_as_the_corpus_and_a_typed_qian_stays(
+    settings: Settings, tmp_path: Path
+) -> None:
+    """藏头 and 嵌字 in traditional forms are asked as the corpus writes them (後 → 后, 發 → 发),
+    but a 乾 the user typed is kept (alone, the normaliser would make it 干)."""
+    lines = [line for pair in PAIRS for line in pair] + [EXTRA_CHARS + "乾干后发"]
+    bundle = build_bundle(tmp_path / "bundle", Vocab.train(lines, tmp_path / "spm"), seed=0, version="qian")
+    with TestClient(create_app(settings.model_copy(update={"model_dir": bundle}))) as client:
+        r = client.post("/api/v1/generate", json={"upper": "春风得意", "n": 3, "required_first": "乾"})
+        assert r.status_code == 200, r.text
+        texts = [c["text"] for c in r.json()["candidates"]]
+        assert texts and all(t[0] == "乾" for t in texts), texts
+        body = {"upper": "春风得意", "n": 3, "required_first": "後", "required_chars": "發"}
+        r = client.post("/api/v1/generate", json=body)
+        assert r.status_code == 200, r.text
+        texts = [c["text"] for c in r.json()["candidates"]]
+        assert texts and all(t[0] == "后" and "发" in t for t in texts), texts
+        r = client.post("/api/v1/generate", json={"upper": "春风得意", "n": 3, "required_chars": "乾發"})
+        texts = [c["text"] for c in r.json()["candidates"]]
+        assert texts and all("乾" in t and "发" in t and "干" not in t for t in texts), texts
 
 
 def test_diverse_candidates_differ_more_and_keep_the_rules(client: TestClient) -> None:

@@ -19,22 +19,13 @@ import httpx
 import pytest
 from fastapi.testclient import TestClient
 
-from crawler.localredis import free_port
+from crawler.localredis import free_port, running, spawned_children
 from serve.couplets import PooledModel
 from serve.main import create_app
 from serve.settings import Settings
 from tests.serve.conftest import PAIRS
 
 pytestmark = pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc (Linux)")
-
-
-def running(pid: int) -> bool:
-    """The process exists and has not ended (a zombie waiting for its parent has ended)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except (FileNotFoundError, ProcessLookupError):
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] not in ("Z", "X")
 
 
 def wait_until(condition: object, timeout: float, what: str) -> None:
@@ -44,23 +35,6 @@ def wait_until(condition: object, timeout: float, what: str) -> None:
         if time.monotonic() > deadline:
             raise AssertionError(f"not within {timeout} s: {what}")
         time.sleep(0.05)
-
-
-def children(pid: int) -> list[int]:
-    """The decode workers (spawned multiprocessing children, not its resource tracker) of ``pid``."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ")
-        except OSError:
-            continue
-        ppid = int(stat.rsplit(")", 1)[1].split()[1])
-        if ppid == pid and b"spawn_main" in cmdline and b"resource_tracker" not in cmdline:
-            found.append(int(entry.name))
-    return sorted(found)
 
 
 def assert_bilingual_503(r: httpx.Response) -> None:
@@ -170,7 +144,7 @@ def test_a_killed_server_leaves_no_decode_worker(bundle_a: Path, tmp_path: Path)
                 return False
 
         wait_until(up, 240, "the server answers")
-        workers = children(server.pid)
+        workers = spawned_children(server.pid)
         assert len(workers) == 2, workers
         r = httpx.post(f"http://127.0.0.1:{port}/api/v1/generate", json={"upper": "春风得意"}, timeout=60)
         assert r.status_code == 200, r.text
