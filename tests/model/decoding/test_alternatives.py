@@ -73,7 +73,9 @@ def test_every_alternative_keeps_every_rule_and_they_come_best_first(decoder: De
             assert math.isfinite(a.rank) and a.score <= 0
 
 
-def test_the_lines_own_score_is_the_searchs(decoder: Decoder, model: CoupletTransformer, vocab: Vocab) -> None:
+def test_the_lines_own_score_is_the_searchs(
+    decoder: Decoder, model: CoupletTransformer, vocab: Vocab
+) -> None:
     """The original line scores exactly as the beam search scored it (the same rules, the same
     model steps), and ``score`` is the model's teacher-forced log-probability of the line."""
     upper = "两个黄鹂鸣翠柳"
