@@ -21,6 +21,7 @@ LOCK_FREE = "_＿"  # a free position in a lock pattern
 MAX_CHARS = 32  # the longest upper line accepted (``max_chars``)
 MAX_ASKED = 10  # the most candidates one request may ask for (``max_candidates``)
 OVERSAMPLE = 2  # extra candidates asked of the decoder for filtered ones (``oversample``)
+MAX_ALTERNATIVES = 16  # the most characters (besides the line's own) one alternatives request may ask for
 TONE_MODES = ("modern", "lenient", "classical")
 _normalise = Normalizer()  # its tables fill lazily: nothing is loaded at import
 # Characters a person asks for that stay as typed: alone, OpenCC reads 乾 as the traditional
@@ -180,3 +181,64 @@ def make_query(
     if query.required_first is not None and len(query.required_first) != 1:
         raise InputError("藏头只能是一个字", "The required first character must be one character.")
     return query
+
+
+@dataclass(frozen=True)
+class AlternativesQuery:
+    """Characters for one position of a lower line (``make_alternatives_query``): ``position``
+    counts from 0 in the normalised lines."""
+
+    upper: str
+    lower: str
+    position: int
+    n: int = 10
+    tone_mode: str = "modern"
+    locks: str | None = None
+    required_first: str | None = None
+    required_chars: str | None = None
+
+
+def make_alternatives_query(
+    upper: str,
+    lower: str,
+    position: int,
+    n: int = 10,
+    tone_mode: str = "modern",
+    locks: str | None = None,
+    required_first: str | None = None,
+    required_chars: str | None = None,
+    *,
+    max_chars: int = MAX_CHARS,
+    max_asked: int = MAX_ALTERNATIVES,
+) -> AlternativesQuery:
+    """A query for the characters that may stand at ``position`` of ``lower``, or an
+    ``InputError`` (Chinese and English): both lines as :func:`clean_couplet` makes them, the
+    position inside the line and not on a punctuation mark, and the constraints of
+    :func:`make_query`."""
+    if n > max_asked:
+        raise InputError(f"最多可以要 {max_asked} 个字", f"At most {max_asked} characters.")
+    if n < 1:
+        raise InputError("至少要一个字", "Ask for at least one character.")
+    query = make_query(upper, 1, tone_mode, locks, required_first, required_chars, max_chars=max_chars)
+    _, low = clean_couplet(upper, lower, max_chars)
+    if not 0 <= position < len(low):
+        raise InputError(
+            f"位置须在 0 到 {len(low) - 1} 之间（从 0 数起），现在是 {position}",
+            f"The position must be 0 to {len(low) - 1} (counted from 0), not {position}.",
+        )
+    if is_punct(query.upper[position]):
+        raise InputError(
+            f"第 {position + 1} 字对的是上联的标点「{query.upper[position]}」，须与之相同，没有别的字可换",
+            f"Position {position + 1} mirrors the upper line's mark {query.upper[position]!r}; "
+            "nothing else may stand there.",
+        )
+    return AlternativesQuery(
+        upper=query.upper,
+        lower=low,
+        position=position,
+        n=n,
+        tone_mode=query.tone_mode,
+        locks=query.locks,
+        required_first=query.required_first,
+        required_chars=query.required_chars,
+    )

@@ -33,10 +33,17 @@ from data.rules import RuleReport
 from data.segment import boundaries
 from data.sensitive import ALLOW_LIST, SensitiveFilter, read_words
 from data.tones import line_tones, mark
-from duilian.inputs import OVERSAMPLE, Query
+from duilian.inputs import OVERSAMPLE, AlternativesQuery, Query
 from model.decoding.blocked import BlockedWords
 from model.decoding.decoder import Decoder
-from model.decoding.options import DIVERSE_PENALTY, MAX_CANDIDATES, DecodeOptions, DecodeResult, Runtime
+from model.decoding.options import (
+    DIVERSE_PENALTY,
+    MAX_CANDIDATES,
+    Alternatives,
+    DecodeOptions,
+    DecodeResult,
+    Runtime,
+)
 from model.decoding.options import Candidate as DecodeCandidate
 from model.decoding.plan import ConstraintError
 from model.release.bundle import MODEL_FILE, Bundle, load_bundle
@@ -105,6 +112,59 @@ class Answer:
             "known_lower_lines": list(self.known_lower_lines),
             "unknown_chars": list(self.unknown_chars),
             "upper_ends_level": self.upper_ends_level,
+            "filtered": self.filtered,
+            "model_version": self.model_version,
+        }
+
+
+@dataclass(frozen=True)
+class Alternative:
+    """A character for one position of a lower line: ``text`` is the whole line with it (at
+    every position of its repeat group), ``rank_score`` the search's score of that line per
+    character (the order), ``score`` the model's log-probability per character, ``tones`` and
+    ``report`` as a candidate's, ``original`` the line's own character."""
+
+    char: str
+    text: str
+    rank_score: float
+    score: float
+    tones: list[str]
+    report: RuleReport
+    original: bool
+
+
+@dataclass(frozen=True)
+class AlternativesAnswer:
+    """The characters that may stand at ``position`` of ``lower``, best first; ``positions``
+    are the places that change together (the position's repeat group)."""
+
+    upper: str
+    lower: str
+    position: int
+    positions: list[int]
+    alternatives: list[Alternative]
+    filtered: int  # characters withheld by the sensitive-word filter
+    model_version: str
+
+    def as_dict(self) -> dict[str, Any]:
+        """The JSON form, field for field that of ``POST /api/v1/alternatives``."""
+        return {
+            "upper": self.upper,
+            "lower": self.lower,
+            "position": self.position,
+            "positions": list(self.positions),
+            "alternatives": [
+                {
+                    "char": a.char,
+                    "text": a.text,
+                    "rank_score": a.rank_score,
+                    "score": a.score,
+                    "tones": list(a.tones),
+                    "report": {**a.report.as_dict(), "hard_ok": a.report.hard_ok},
+                    "original": a.original,
+                }
+                for a in self.alternatives
+            ],
             "filtered": self.filtered,
             "model_version": self.model_version,
         }
@@ -303,6 +363,50 @@ class LoadedModel:
                     clean = self._clean(result) if isinstance(result, DecodeResult) else []
             answers.append(result if isinstance(result, Exception) else self._answer(q, result, clean))
         return answers
+
+    def alternatives(self, query: AlternativesQuery) -> AlternativesAnswer:
+        """The best characters for ``query.position`` of its lower line, the rest kept, under every
+        rule and the query's constraints (``Decoder.alternatives``): ``query.n`` of them and the
+        line's own (when it keeps the rules), without the ones a filter refuses (``OVERSAMPLE``
+        more are asked of the decoder for those); raises ``ConstraintError`` when none fits or
+        the input cannot be judged."""
+        options = DecodeOptions(
+            tone_mode=query.tone_mode,
+            locks=query.locks,
+            required_first=query.required_first,
+            required_chars=query.required_chars or "",
+        )
+        with torch.inference_mode():
+            found: Alternatives = self.decoder.alternatives(
+                query.upper,
+                query.lower,
+                query.position,
+                options,
+                k=min(query.n + 1 + OVERSAMPLE, MAX_CANDIDATES),  # room for the line's own and filtered ones
+            )
+        clean = [a for a in found.alternatives if self.is_clean(a.text, query.upper)]
+        kept = [a for a in clean if not a.original][: query.n]
+        kept = sorted(kept + [a for a in clean if a.original], key=lambda a: a.rank, reverse=True)
+        return AlternativesAnswer(
+            upper=found.upper,
+            lower=found.lower,
+            position=found.position,
+            positions=list(found.positions),
+            alternatives=[
+                Alternative(
+                    char=a.char,
+                    text=a.text,
+                    rank_score=a.rank,
+                    score=a.score,
+                    tones=tone_marks(a.text, query.tone_mode),
+                    report=RuleReport(**a.report),  # type: ignore[arg-type]
+                    original=a.original,
+                )
+                for a in kept
+            ],
+            filtered=len(found.alternatives) - len(clean),
+            model_version=self.version,
+        )
 
     def _decode(self, upper: str, options: DecodeOptions) -> DecodeResult | Exception:
         try:

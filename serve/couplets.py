@@ -29,8 +29,16 @@ import torch
 
 from data.sensitive import SensitiveFilter
 from duilian import service
-from duilian.inputs import Query
-from duilian.service import DEFAULT_ENGINE, KNOWN_SHOWN, Answer, Engine, LoadedModel, word_filter
+from duilian.inputs import AlternativesQuery, Query
+from duilian.service import (
+    DEFAULT_ENGINE,
+    KNOWN_SHOWN,
+    AlternativesAnswer,
+    Answer,
+    Engine,
+    LoadedModel,
+    word_filter,
+)
 from model.release.bundle import load_bundle
 from serve.batching import DecodeBatcher
 from serve.known_lines import KnownLines
@@ -127,6 +135,13 @@ def _worker_answer(
     answers = _WORKER_MODEL.answer_batch(queries, oversample)
     log.debug("decoded %d lines in %.3f s", len(queries), time.perf_counter() - start)
     return answers
+
+
+def _worker_alternatives(query: AlternativesQuery, request_id: str = NO_REQUEST) -> AlternativesAnswer:
+    if _WORKER_MODEL is None:
+        raise RuntimeError("decode worker started without its model")
+    REQUEST_ID.set(request_id)
+    return _WORKER_MODEL.alternatives(query)
 
 
 def _worker_pid() -> int:
@@ -273,10 +288,17 @@ class PooledModel:
         return self.local.known_lines(upper, found)
 
     def answer_batch(self, queries: list[Query], oversample: int) -> list[Answer | Exception]:
+        return self._in_worker(_worker_answer, queries, oversample, REQUEST_ID.get())
+
+    def alternatives(self, query: AlternativesQuery) -> AlternativesAnswer:
+        """``LoadedModel.alternatives`` in a worker (its ConstraintError raised here)."""
+        return self._in_worker(_worker_alternatives, query, REQUEST_ID.get())
+
+    def _in_worker(self, fn: Callable[..., Any], *args: Any) -> Any:
         for _ in range(2):  # a pool found broken at submission never held the job: once more
             pool = self._working_pool()
             try:
-                future = pool.submit(_worker_answer, queries, oversample, REQUEST_ID.get())
+                future = pool.submit(fn, *args)
             except BrokenProcessPool:
                 continue
             try:
@@ -339,6 +361,7 @@ class CoupletService:
         self._cache_size = cache_size
         self.max_pending = max_pending
         self.cache_hits = self.cache_misses = 0  # read by serve.observability's metrics
+        self._alternatives_pending = 0  # alternatives requests being answered
         self._cache_lock = threading.Lock()
         self._reload_lock = threading.Lock()
 
@@ -365,6 +388,21 @@ class CoupletService:
         found = self.known.lowers(q.upper, KNOWN_SHOWN) if self.known is not None else None
         known = model.known_lines(q.upper, found)
         return replace(answer, known_lower_lines=known) if known else answer
+
+    async def alternatives(self, q: AlternativesQuery) -> AlternativesAnswer:
+        """The characters for one position of a lower line (``LoadedModel.alternatives``), on the
+        current model: in a decode worker, or a thread of this process. Not batched and not
+        cached (one small teacher-forced batch each); they count toward ``max_pending``."""
+        model = self.model
+        if self.batcher.pending + self._alternatives_pending >= self.max_pending:
+            raise Busy
+        with self._cache_lock:
+            self._alternatives_pending += 1
+        try:
+            return await asyncio.to_thread(model.alternatives, q)
+        finally:
+            with self._cache_lock:
+                self._alternatives_pending -= 1
 
     def reload(self, path: Path) -> tuple[str, str, float]:
         """Load ``path`` beside the serving model, then swap (one reload at a time)."""

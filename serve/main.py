@@ -26,7 +26,7 @@ from serve.logs import configure_logging
 from serve.observability import Metrics, Observe
 from serve.observability import router as metrics_router
 from serve.ratelimit import RateLimiter
-from serve.routers import admin, banners, feedback, generate, info, scroll, site
+from serve.routers import admin, alternatives, banners, feedback, generate, info, scroll, site
 from serve.settings import Settings
 
 log = logging.getLogger("serve")
@@ -87,6 +87,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.metrics = Metrics(app)
     for router in (
         generate.router,
+        alternatives.router,
         banners.router,
         scroll.router,
         feedback.router,

@@ -109,6 +109,61 @@ class GenerateResponse(BaseModel):
     model_version: str
 
 
+class AlternativesRequest(Request):
+    upper: str = Field(..., max_length=200, description="上联, at most 32 characters", examples=["春风得意"])
+    lower: str = Field(
+        ...,
+        max_length=200,
+        description="a lower line (a candidate), as long as the upper line",
+        examples=["秋月生辉"],
+    )
+    position: int = Field(
+        ...,
+        ge=0,
+        description="the character to replace, counted from 0 in the lower line; not a punctuation mark",
+        examples=[2],
+    )
+    n: int = Field(10, ge=1, description="how many characters besides the line's own, at most 16")
+    tone_mode: ToneMode = "modern"
+    locks: str | None = Field(
+        None,
+        max_length=200,
+        description="as in /generate: a pattern as long as the upper line, _ free; kept by every alternative",
+    )
+    required_first: str | None = Field(None, max_length=32, description="藏头, as in /generate")
+    required_chars: str | None = Field(None, max_length=32, description="嵌字, as in /generate")
+
+
+class Alternative(BaseModel):
+    char: str = Field(description="the character for the position (at each place of its repeat group)")
+    text: str = Field(description="the whole lower line with it")
+    rank_score: float = Field(
+        description="the search's score of that line per character (the model's log-probability of the "
+        "whole line over the whole vocabulary, the pairing table, the tagger's opinion and the tone "
+        "preferences), by which the list is ordered; compare it with the line's own (`original`)"
+    )
+    score: float = Field(description="the model's own log-probability of the line per character")
+    tones: list[str] = Field(description="平, 仄, 中 (either) or empty, one per character of `text`")
+    report: RuleReportOut
+    original: bool = Field(description="the lower line's own character")
+
+
+class AlternativesResponse(BaseModel):
+    upper: str = Field(description="the upper line as normalised")
+    lower: str = Field(description="the lower line as normalised")
+    position: int
+    positions: list[int] = Field(
+        description="every position that changes with it: where the upper line repeats a character, the "
+        "lower line repeats its own"
+    )
+    alternatives: list[Alternative] = Field(
+        description="best first, each keeping every hard rule; the line's own character among them when it "
+        "keeps the rules"
+    )
+    filtered: int = Field(description="characters withheld by the sensitive-word filter")
+    model_version: str
+
+
 class BannersResponse(BaseModel):
     upper: str = Field(description="the upper line as normalised")
     lower: str = Field(description="the lower line as normalised")

@@ -3,6 +3,7 @@
 
 const $ = (id) => document.getElementById(id);
 let shown = null; // the last answer of /api/v1/generate
+let asked = null; // the request that answer answered (its tone mode, 藏头, 嵌字 for the alternatives)
 let drawnScroll = null; // the 春联 on show: { lower, svg } (svg: the server's SVG text)
 // a character the server mirrors from the upper line (punctuation, symbols): no lock box
 const PUNCTUATION = /[\p{P}\p{S}]/u;
@@ -84,7 +85,7 @@ function lineView(text, tones, onPick) {
   const line = el("span", "line");
   if (onPick) {
     line.setAttribute("role", "group");
-    line.setAttribute("aria-label", `下联 ${text}（方向键选字，回车锁定）`);
+    line.setAttribute("aria-label", `下联 ${text}（方向键选字，回车看可换的字）`);
     rovingFocus(line);
   }
   [...text].forEach((ch, i) => {
@@ -92,8 +93,8 @@ function lineView(text, tones, onPick) {
     if (onPick) {
       cell.type = "button";
       cell.tabIndex = i === 0 ? 0 : -1;
-      cell.title = "锁定这个字";
-      cell.setAttribute("aria-label", `锁定「${ch}」为下联第 ${i + 1} 字`);
+      cell.title = "换字或锁定";
+      cell.setAttribute("aria-label", `下联第 ${i + 1} 字「${ch}」：换字或锁定`);
       cell.addEventListener("click", () => onPick(i, ch));
     }
     const tone = tones[i] || "";
@@ -142,6 +143,108 @@ function lockAt(position, ch) {
   if (!input || input.disabled) return;
   input.value = input.value === ch ? "" : ch;
   announce(input.value ? `已锁定下联第 ${position + 1} 字「${ch}」` : `已解锁下联第 ${position + 1} 字`);
+}
+
+// The lock pattern for the alternatives of ``lower``'s position: the boxes that agree with the
+// line (a box that disagrees is not this line's constraint), the clicked character's repeat
+// group left free.
+function locksFor(lower, position) {
+  const upper = [...shown.upper];
+  const chars = [...lower];
+  const boxes = [...$("locks").querySelectorAll("input")];
+  if (boxes.length !== chars.length) return null;
+  const values = boxes.map((input, i) => {
+    const value = input.disabled ? "" : input.value.trim();
+    return value && value === chars[i] && upper[i] !== upper[position] ? value : "_";
+  });
+  return values.some((v) => v !== "_") ? values.join("") : null;
+}
+
+// Clicking a character of a candidate lists the best characters for that place, the rest of the
+// line kept and every rule with it (POST /api/v1/alternatives); choosing one replaces it (and its
+// repeats) in the candidate, and the lock boxes of those places take it. The first button keeps
+// the old click: lock the character as it is.
+async function showAlternatives(item, candidate, position) {
+  if (!shown) return;
+  const old = item.querySelector(".alternatives");
+  if (old) old.remove();
+  const box = el("div", "alternatives");
+  box.setAttribute("role", "group");
+  const ch = [...candidate.text][position];
+  box.setAttribute("aria-label", `下联第 ${position + 1} 字「${ch}」可换的字`);
+  const lock = el("button", "alt-lock", `锁定「${ch}」`);
+  lock.type = "button";
+  lock.addEventListener("click", () => {
+    lockAt(position, ch);
+    box.remove();
+  });
+  const close = el("button", "alt-close", "×");
+  close.type = "button";
+  close.setAttribute("aria-label", "关闭");
+  close.addEventListener("click", () => box.remove());
+  box.addEventListener("keydown", (event) => {
+    if (event.key === "Escape") box.remove();
+  });
+  const list = el("ol", "alt-list");
+  const status = el("span", "alt-status", "正在找可换的字……");
+  box.append(el("span", "alt-title", `第 ${position + 1} 字可换：`), lock, close, status, list);
+  item.querySelector(".line").after(box);
+  lock.focus();
+  const body = { upper: shown.upper, lower: candidate.text, position, n: 8, tone_mode: asked.tone_mode };
+  const locks = locksFor(candidate.text, position);
+  if (locks) body.locks = locks;
+  if (asked.required_first) body.required_first = asked.required_first;
+  if (asked.required_chars) body.required_chars = asked.required_chars;
+  let found;
+  try {
+    found = await api("/api/v1/alternatives", body);
+  } catch (error) {
+    status.textContent = error.message;
+    return;
+  }
+  if (!box.isConnected) return; // closed, or another character clicked meanwhile
+  const own = found.alternatives.find((a) => a.original);
+  status.textContent = found.positions.length > 1 ? `（叠字：第 ${found.positions.map((p) => p + 1).join("、")} 字一起换）` : "";
+  for (const alt of found.alternatives) {
+    const entry = el("li", "alt" + (alt.original ? " own" : ""));
+    const button = el("button", "alt-choice");
+    button.type = "button";
+    const change = own ? alt.rank_score - own.rank_score : null;
+    const tone = alt.tones[position] || "";
+    button.append(el("span", "mark tone-" + ({ 平: "level", 仄: "oblique", 中: "either" }[tone] || "none"), tone || "\u00a0"));
+    button.append(el("span", "char", alt.char));
+    const delta = alt.original ? "原字" : change === null ? alt.rank_score.toFixed(2) : (change >= 0 ? "+" : "") + change.toFixed(2);
+    button.append(el("span", "alt-score", delta));
+    button.title = `${alt.text}（得分 ${alt.rank_score.toFixed(2)}）`;
+    button.setAttribute("aria-label", `换成「${alt.char}」：${alt.text}`);
+    button.addEventListener("click", () => chooseAlternative(item, candidate, found, alt, own));
+    entry.append(button);
+    list.append(entry);
+  }
+  announce(`第 ${position + 1} 字有 ${found.alternatives.length} 个可选的字`);
+}
+
+function chooseAlternative(item, candidate, found, alt, own) {
+  // the line's 得分 moves by what the character changes in the search's score of the whole line
+  const change = own ? alt.rank_score - own.rank_score : 0;
+  const scoreChange = own ? alt.score - own.score : 0;
+  Object.assign(candidate, {
+    text: alt.text,
+    tones: alt.tones,
+    report: alt.report,
+    rank_score: candidate.rank_score + change,
+    score: candidate.score + scoreChange,
+  });
+  const boxes = $("locks").querySelectorAll("input");
+  for (const p of found.positions) {
+    const input = boxes[p];
+    if (input && !input.disabled) input.value = alt.char;
+  }
+  const fresh = candidateView(candidate);
+  item.replaceWith(fresh);
+  const cell = fresh.querySelectorAll("button.ch")[found.position];
+  if (cell) cell.focus();
+  announce(`已把下联第 ${found.positions.map((p) => p + 1).join("、")} 字换成「${alt.char}」并锁定`);
 }
 
 function reportView(report) {
@@ -201,7 +304,7 @@ function bannersView(candidate) {
 
 function candidateView(candidate) {
   const item = el("li", "candidate");
-  item.append(lineView(candidate.text, candidate.tones, lockAt));
+  item.append(lineView(candidate.text, candidate.tones, (i) => showAlternatives(item, candidate, i)));
   const score = el("span", "score", `得分 ${candidate.rank_score.toFixed(2)}`);
   // The order's score (model, tagger and tone preferences together); the model's own in the tooltip.
   score.title = `排序得分（每字）；模型自身的对数概率 ${candidate.score.toFixed(2)}`;
@@ -266,7 +369,9 @@ async function ask(event) {
     if ($("required-chars").value.trim()) body.required_chars = $("required-chars").value;
     if ($("fast").checked) body.fast = true;
     if ($("diverse").checked) body.diverse = true;
-    render(await api("/api/v1/generate", body));
+    const answer = await api("/api/v1/generate", body);
+    asked = body;
+    render(answer);
   } catch (error) {
     // The last answer goes: feedback given below it would be stored against a line the
     // input no longer shows

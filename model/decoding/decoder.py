@@ -17,6 +17,7 @@ Shapes: N requests, K beams, B = N*K rows, L line length, V vocabulary.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -27,17 +28,27 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from data.pairing import PairingTable
-from data.rules import check
+from data.rules import check, punctuation_mirrored
 from data.text import is_punct
 from data.tones import Tone, line_tones, mark
 from data.vocab import Vocab
 from model.decoding.blocked import BlockedWords, NoBlockedWords
 from model.decoding.onnx_engine import OnnxTagger, OnnxTransformer
-from model.decoding.options import MAX_CANDIDATES, RUNTIMES, Candidate, DecodeOptions, DecodeResult, Runtime
+from model.decoding.options import (
+    ALTERNATIVE_POOL,
+    MAX_CANDIDATES,
+    RUNTIMES,
+    Alternative,
+    Alternatives,
+    Candidate,
+    DecodeOptions,
+    DecodeResult,
+    Runtime,
+)
 from model.decoding.plan import FREE, ConstraintError, Plan, plan_request
 from model.decoding.quantize import quantized
 from model.decoding.score_rules import StepRule, Weights, build_rules, fuse
-from model.decoding.search import rescore, run_search, strategy_for
+from model.decoding.search import forced_search, next_scores, rescore, run_search, strategy_for
 from model.decoding.shortlist import Shortlist
 from model.decoding.vocab_tables import NEG_INF, VocabTables
 from model.net.tagger import CoupletTagger
@@ -176,6 +187,97 @@ class Decoder:
             self._result(plan, tokens[n], search[n] / per_token, logp[n] / per_token, options)
             for n, plan in enumerate(plans)
         ]
+
+    @torch.inference_mode()
+    def alternatives(
+        self,
+        upper: str,
+        lower: str,
+        position: int,
+        options: DecodeOptions | None = None,
+        k: int = 10,
+        pool: int = ALTERNATIVE_POOL,
+    ) -> Alternatives:
+        """The best characters for ``position`` of ``lower`` (a lower line of ``upper``), the rest
+        of the line kept, under the rules and constraints of ``options`` (locks, 藏头, 嵌字, tone
+        mode), best first, at most ``k`` and the line's own character (when it keeps the rules).
+
+        The request is planned as ``generate`` plans it, and the search's own tables and step
+        rules judge each line, so a listed character keeps every rule the search keeps:
+        punctuation and repeats mirrored (a position of a repeat group changes all its copies),
+        no reuse of the upper line's characters, the tone at the end, no character twice unless
+        mirrored, the locks, and no listed sensitive word completed. Every character the
+        position rules allow is first ranked by the search's score at the group's first
+        position after the fixed prefix (plus the table's rows of its copies); the best ``pool``
+        of them and the line's own are then scored whole, in one batch, as the search scores a
+        line (``forced_search``: the model's log-probability of every token, the pairing table,
+        the rhythm and 三平尾 preferences, the tagger's opinion with ``ensemble_weight``), and
+        ordered by that score per token. Raises ConstraintError when the input cannot be
+        judged (lengths, punctuation, a position on a mark, unknown characters) or no
+        character fits."""
+        options = options or DecodeOptions()
+        if not 1 <= k <= MAX_CANDIDATES:
+            raise ValueError(f"k must be 1..{MAX_CANDIDATES}, got {k}")
+        _check_alternative_input(upper, lower, position, options.rules, self.vocab)
+        view = ModelView.of(upper, self.vocab, options.rules)
+        plan = self.plan(view.line, replace(options, locks=view.locks(options.locks)))
+        at = view.kept.index(position)
+        line = [self.vocab.encode(lower[i])[0] for i in view.kept]
+        head = [src if src >= 0 else i for i, src in enumerate(plan.copy_of)]
+        group = [i for i in range(plan.length) if head[i] == head[at]]
+        first = group[0]
+
+        weights = Weights(options.rhythm_weight, options.three_level_weight)
+        position_rules, stepwise = build_rules([plan], self.tables, weights)
+        if self.blocked is not None:
+            stepwise.append(NoBlockedWords([plan], self.blocked))
+        table = fuse(position_rules, 1, plan.length, self.tables.size)  # (1, L+1, V)
+        src = torch.tensor([self.vocab.encode(plan.upper)])
+        if self.pairing is not None and options.pairing_weight:
+            self.pairing.add_to(table, src, options.pairing_weight)
+        if self.proposer is not None and options.ensemble_weight:  # the normal search's second opinion
+            lattice = F.log_softmax(self.proposer.encode(src).float(), dim=-1)
+            table[:, : plan.length] += options.ensemble_weight * lattice
+        memory = self.model.encode(src)
+
+        local = next_scores(self.model, src, table, stepwise, line[:first], memory)  # (V,)
+        for i in group[1:]:
+            local = local + table[0, i]
+        own = line[first]
+        count = int(torch.isfinite(local).sum())
+        ranked = local.topk(min(pool, count)).indices.tolist() if count else []
+        chars = list(dict.fromkeys([*ranked, own]))
+        lines = torch.tensor(line).repeat(len(chars), 1)  # (C, L)
+        lines[:, group] = torch.tensor(chars)[:, None]
+        search, logp = forced_search(self.model, src, table, stepwise, lines, options.score_end, memory)
+        per_token = plan.length + int(options.score_end)
+        order = [j for j in search.argsort(descending=True).tolist() if math.isfinite(search[j])]
+        chosen = set(order[:k]) | {j for j in order if chars[j] == own}
+        tones = line_tones(view.original, plan.mode)
+        found = []
+        for j in order:
+            if j not in chosen:
+                continue
+            text = view.text(self._text(plan, lines[j].tolist()))
+            found.append(
+                Alternative(
+                    char=self.tables.pieces[chars[j]],
+                    text=text,
+                    score=float(logp[j]) / per_token,
+                    rank=float(search[j]) / per_token,
+                    report=check(view.original, text, plan.mode, tones).as_dict(),
+                    original=chars[j] == own,
+                )
+            )
+        if not found:
+            raise ConstraintError(
+                "search",
+                f"下联第{position + 1}字在其余字不变时，没有合乎全部规则的字（其余的字可能已违反规则）",
+                f"no character at position {position + 1} keeps every rule with the rest of the lower line "
+                "as it is (the rest may break a rule already)",
+            )
+        positions = tuple(view.kept[i] for i in group)
+        return Alternatives(view.original, lower, position, positions, found)
 
     @torch.inference_mode()
     def _with_tagger(
@@ -399,6 +501,42 @@ def _with_fallback(
         if torch.isfinite(found[1][:, 0]).all():
             return found, shortlist
     return search(None), None
+
+
+def _check_alternative_input(upper: str, lower: str, position: int, rules: bool, vocab: Vocab) -> None:
+    """What ``Decoder.alternatives`` needs of its input before any model runs."""
+    if len(lower) != len(upper):
+        raise ConstraintError(
+            "length",
+            f"下联有{len(lower)}字，上联有{len(upper)}字，二者须一样长",
+            f"the lower line has {len(lower)} characters but the upper line {len(upper)}",
+        )
+    if not 0 <= position < len(upper):
+        raise ConstraintError(
+            "position",
+            f"位置须在 0 到 {len(upper) - 1} 之间（从 0 数起），现在是 {position}",
+            f"the position must be 0 to {len(upper) - 1} (counted from 0), got {position}",
+        )
+    if rules and is_punct(upper[position]):
+        raise ConstraintError(
+            "position",
+            f"下联第{position + 1}字对的是上联的标点「{upper[position]}」，须与之相同，没有别的字可换",
+            f"position {position + 1} mirrors the upper line's mark {upper[position]!r}: "
+            "nothing else may stand there",
+        )
+    if rules and not punctuation_mirrored(upper, lower):
+        raise ConstraintError(
+            "punctuation",
+            "下联的标点须与上联同位置的标点相同，其余位置不能有标点",
+            "the lower line must have the upper line's marks at the same places, and no other",
+        )
+    unknown = [ch for ch in dict.fromkeys(vocab.unknown(lower)) if not is_punct(ch)]
+    if unknown:
+        raise ConstraintError(
+            "vocabulary",
+            f"下联的字不在模型字表中：{''.join(unknown)}",
+            f"characters of the lower line are not in the model's vocabulary: {''.join(unknown)}",
+        )
 
 
 def _end_tone(plan: Plan) -> Tone:

@@ -84,6 +84,35 @@ class DecodeResult:
     probably_reversed: bool = False  # the upper ends level: the pair is probably the other way
 
 
+# Alternatives at one position (``Decoder.alternatives``): the rule-allowed characters are
+# first ranked by the search's score at that position alone, and this many of the best (and
+# the line's own) are then scored on the whole line (docs/EXPERIMENTS.md §26)
+ALTERNATIVE_POOL = 64
+
+
+@dataclass(frozen=True)
+class Alternative:
+    """One character for a position of a lower line, the rest of the line kept."""
+
+    char: str
+    text: str  # the whole lower line with it (at every position of its repeat group)
+    score: float  # the model's log-probability of that line per token
+    rank: float  # the search's score of that line per token (``Candidate.rank``), which orders them
+    report: dict[str, bool | float | None]  # data.rules.check(...).as_dict()
+    original: bool  # the line's own character
+
+
+@dataclass(frozen=True)
+class Alternatives:
+    """What may stand at ``position`` of ``lower`` under every rule, best first."""
+
+    upper: str
+    lower: str
+    position: int
+    positions: tuple[int, ...]  # every position that changes with it (its repeat group)
+    alternatives: list[Alternative]
+
+
 Runtime = Literal["torch", "onnx"]  # what runs the models while decoding
 RUNTIMES: tuple[Runtime, ...] = get_args(Runtime)
 SERVE_INT8 = (

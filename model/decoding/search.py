@@ -374,6 +374,85 @@ def rescore(
     return picked.view(n, k, -1).sum(2)
 
 
+@torch.inference_mode()
+def forced_search(
+    model: StepModel,
+    src: Tensor,
+    table: Tensor,
+    step_rules: Sequence[StepRule],
+    lines: Tensor,
+    score_end: bool = False,
+    memory: Tensor | None = None,
+) -> tuple[Tensor, Tensor]:
+    """The beam search's own scores of given lines of one request: src (1, S), table (1, L+1, V),
+    lines (C, L) -> search scores (C,) (log-probs plus the table's and step rules' preferences,
+    -inf where a rule refuses the line) and model log-probs (C,).
+
+    Each line is taken token by token as the search would take it: the model's step after the
+    line's own prefix, the table's row, every step rule on that prefix; the line's token is
+    then read off those scores. All C lines run in the same steps (one batch); the steps
+    before the first position where the lines differ run once, for one row."""
+    c, length = lines.shape
+    steps = length + 1 if score_end else length
+    target = torch.cat([lines, torch.full((c, 1), EOS_ID)], 1) if score_end else lines
+    differ = (target != target[:1]).any(0).nonzero()
+    shared = int(differ[0]) if len(differ) else steps  # steps taken once, for one row
+    memory = model.encode(src) if memory is None else memory
+    cache = _fit_cache(model.new_cache(memory, src), steps)
+    normalised = LOG_PROBS in model.capabilities
+    width = 1
+    search = torch.zeros(1)
+    logp_sum = torch.zeros(1)
+    prev = torch.full((1,), BOS_ID, dtype=torch.long)
+    for pos in range(steps):
+        if pos == shared and c > 1:  # from here on every line has its own row
+            cache = model.reorder_cache(cache, torch.zeros(c, dtype=torch.long))
+            width = c
+            search, logp_sum, prev = search.expand(c).clone(), logp_sum.expand(c).clone(), prev.expand(c)
+        rows = target[:width]
+        logp = model.step(cache, prev, pos).float()  # (width, V)
+        logp = logp if normalised else F.log_softmax(logp, dim=-1)
+        scores = logp + table[0, pos]
+        step = Step(pos, rows[:, :pos], torch.zeros(width, dtype=torch.long))
+        for rule in step_rules:
+            scores = rule(scores, step)
+        tok = rows[:, pos]
+        search = search + scores.gather(1, tok[:, None])[:, 0]
+        logp_sum = logp_sum + logp.gather(1, tok[:, None])[:, 0]
+        prev = tok
+    return search.expand(c), logp_sum.expand(c)
+
+
+@torch.inference_mode()
+def next_scores(
+    model: StepModel,
+    src: Tensor,
+    table: Tensor,
+    step_rules: Sequence[StepRule],
+    prefix: Sequence[int],
+    memory: Tensor | None = None,
+) -> Tensor:
+    """The scores (V,) the beam search gives every token at position ``len(prefix)`` after
+    ``prefix`` (one request: src (1, S), table (1, L+1, V)): the model's log-probabilities, the
+    table's row, the step rules on that prefix."""
+    pos = len(prefix)
+    memory = model.encode(src) if memory is None else memory
+    cache = _fit_cache(model.new_cache(memory, src), pos + 1)
+    normalised = LOG_PROBS in model.capabilities
+    tokens = torch.tensor([list(prefix)], dtype=torch.long).view(1, pos)
+    prev = torch.full((1,), BOS_ID, dtype=torch.long)
+    for p in range(pos + 1):
+        logp = model.step(cache, prev, p).float()
+        if p < pos:
+            prev = tokens[:, p]
+    logp = logp if normalised else F.log_softmax(logp, dim=-1)
+    scores = logp + table[0, pos]
+    step = Step(pos, tokens, torch.zeros(1, dtype=torch.long))
+    for rule in step_rules:
+        scores = rule(scores, step)
+    return scores[0]
+
+
 def _distinct_prefixes(rows: list[list[int]], per_request: int) -> tuple[list[int], list[int]]:
     """For each cell (i, t) of ``rows`` (NK, T), flattened: the number of its distinct
     (request, rows[i][: t + 1]) prefix, and for each number the first cell holding it."""

@@ -172,7 +172,8 @@ def test_failures_double_clicks_and_a_phone_screen(live: LiveServer, settings: S
             )
             expect(page.locator("#own-result")).to_contain_text("已收到")
 
-            # keyboard: Tab enters a candidate's characters once, arrows move, Enter locks
+            # keyboard: Tab enters a candidate's characters once, arrows move, Enter opens the
+            # character's alternatives with its lock button focused, Enter locks it
             second = page.locator("#candidates > li").nth(1)  # not voted on: its buttons are live
             chars = second.locator("button.ch")
             chars.nth(0).focus()
@@ -182,7 +183,10 @@ def test_failures_double_clicks_and_a_phone_screen(live: LiveServer, settings: S
             page.keyboard.press("ArrowRight")
             expect(chars.nth(1)).to_be_focused()
             page.keyboard.press("Enter")
+            expect(second.locator(".alt-lock")).to_be_focused()
+            page.keyboard.press("Enter")
             expect(locks.nth(1)).to_have_value(chars.nth(1).locator(".char").inner_text())
+            expect(second.locator(".alternatives")).to_have_count(0)
             expect(page.locator("#status")).to_contain_text("已锁定下联第 2 字")
 
             # a refused line takes the last answer away, so feedback cannot go to the old line
@@ -205,3 +209,57 @@ def test_failures_double_clicks_and_a_phone_screen(live: LiveServer, settings: S
     with sqlite3.connect(db) as con:
         stored = con.execute("SELECT kind, vote FROM feedback ORDER BY id").fetchall()
     assert stored == [("vote", 1), ("own", None)]
+
+
+def test_click_a_character_see_its_alternatives_and_choose_one(live: LiveServer) -> None:
+    """天天向上: the lower line's first two characters repeat. Clicking the second lists the
+    characters for both places (from POST /api/v1/alternatives), the line's own marked; choosing
+    another replaces both in the candidate, with its tones and rule report, and both lock boxes
+    take it, so the next 对下联 keeps it."""
+    from playwright.sync_api import expect, sync_playwright
+
+    upper = "天天向上"
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 900, "height": 1100})
+            refused = csp_violations(page)
+            page.goto(live.url + "/")
+            answer(page, upper)
+            first = page.locator("#candidates > li").first
+            before = "".join(first.locator(".line .char").all_text_contents())
+            first.locator("button.ch").nth(1).click()
+            panel = first.locator(".alternatives")
+            choices = panel.locator(".alt-choice")
+            expect(choices.first).to_be_visible()
+            expect(panel.locator(".alt-status")).to_contain_text("第 1、2 字一起换")
+            offered = [c.strip() for c in panel.locator(".alt-choice .char").all_text_contents()]
+            assert before[1] in offered and len(offered) == len(set(offered)) >= 5
+            expect(panel.locator(".alt.own .char")).to_have_text(before[1])
+            other = panel.locator(".alt:not(.own) .alt-choice").first
+            chosen = other.locator(".char").inner_text()
+            other.click()
+
+            first = page.locator("#candidates > li").first
+            after = "".join(first.locator(".line .char").all_text_contents())
+            assert after == chosen + chosen + before[2:] and chosen not in upper
+            expect(first.locator(".alternatives")).to_have_count(0)
+            locks = page.locator("#locks input")
+            expect(locks.nth(0)).to_have_value(chosen)
+            expect(locks.nth(1)).to_have_value(chosen)
+            expect(locks.nth(2)).to_have_value("")
+            assert len(first.locator(".line .mark").all_text_contents()) == 4
+            expect(first.locator(".report .rule.bad")).to_have_count(0)  # every rule kept
+            expect(page.locator("#status")).to_contain_text(f"换成「{chosen}」")
+
+            # the next answer keeps the chosen character (the lock boxes carry it)
+            page.click("#go")
+            expect(page.locator("#candidates > li").first.locator(".line .char").nth(0)).to_have_text(chosen)
+            lines = [
+                "".join(li.locator(".line .char").all_text_contents())
+                for li in page.locator("#candidates > li").all()
+            ]
+            assert lines and all(line[:2] == chosen * 2 for line in lines)
+            assert refused == []
+        finally:
+            browser.close()

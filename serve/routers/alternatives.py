@@ -1,0 +1,105 @@
+"""POST /api/v1/alternatives: the characters that may replace one character of a lower line."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, HTTPException, Request, status
+
+from duilian.inputs import MAX_ALTERNATIVES, InputError, make_alternatives_query
+from duilian.service import AlternativesAnswer
+from model.decoding.plan import ConstraintError
+from serve.couplets import Busy, WorkerLost, report_out
+from serve.deps import RateLimited, ServiceDep, SettingsDep
+from serve.observability import Metrics
+from serve.routers.info import RESTART_RETRY_AFTER
+from serve.schemas import Alternative, AlternativesRequest, AlternativesResponse
+from serve.validation import refused
+
+router = APIRouter(tags=["couplets"], dependencies=[RateLimited])
+
+
+def response(answer: AlternativesAnswer) -> AlternativesResponse:
+    return AlternativesResponse(
+        upper=answer.upper,
+        lower=answer.lower,
+        position=answer.position,
+        positions=list(answer.positions),
+        alternatives=[
+            Alternative(
+                char=a.char,
+                text=a.text,
+                rank_score=a.rank_score,
+                score=a.score,
+                tones=list(a.tones),
+                report=report_out(a.report.as_dict()),
+                original=a.original,
+            )
+            for a in answer.alternatives
+        ],
+        filtered=answer.filtered,
+        model_version=answer.model_version,
+    )
+
+
+@router.post(
+    "/alternatives",
+    response_model=AlternativesResponse,
+    responses={
+        422: {
+            "description": "input refused, or no character fits there under the rules; `detail` says "
+            "why, in Chinese and English"
+        },
+        503: {"description": "the server is busy, or a decode worker is restarting (Retry-After)"},
+    },
+)
+async def alternatives(
+    body: AlternativesRequest, settings: SettingsDep, service: ServiceDep, request: Request
+) -> AlternativesResponse:
+    """The best characters for one position of a lower line, the rest of the line kept, best first.
+
+    Each listed character keeps every rule the search keeps (punctuation and repeats mirrored: a
+    position of a repeat group changes with all its copies, listed in `positions`; no character
+    of the upper line; the tone at the end; no character twice unless mirrored; the locks, 藏头
+    and 嵌字; no filtered word). They are ranked by the search's score of the whole line with
+    each (the model's teacher-forced log-probability plus the pairing table, the tagger's opinion
+    and the tone preferences); the line's own character is listed too when it keeps the rules."""
+    metrics: Metrics = request.app.state.metrics
+    try:
+        query = make_alternatives_query(
+            body.upper,
+            body.lower,
+            body.position,
+            body.n,
+            body.tone_mode,
+            body.locks,
+            body.required_first,
+            body.required_chars,
+            max_chars=settings.max_chars,
+            max_asked=MAX_ALTERNATIVES,
+        )
+    except InputError as exc:
+        raise refused(exc) from exc
+    try:
+        answer = await service.alternatives(query)
+    except Busy as exc:
+        metrics.refused.labels("queue_full").inc()
+        raise HTTPException(
+            status.HTTP_503_SERVICE_UNAVAILABLE,
+            detail="服务器正忙，请稍后再试 / The server is busy; please retry shortly.",
+            headers={"Retry-After": "1"},
+        ) from exc
+    except WorkerLost as exc:
+        metrics.refused.labels("workers_lost").inc()
+        raise HTTPException(
+            status.HTTP_503_SERVICE_UNAVAILABLE,
+            detail="解码进程意外退出，正在重启，请几秒后再试 / A decoding worker stopped unexpectedly and is "
+            "being restarted; please retry in a few seconds.",
+            headers={"Retry-After": RESTART_RETRY_AFTER},
+        ) from exc
+    except ConstraintError as exc:  # its message names the constraint, in Chinese and English
+        raise HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, detail=str(exc)) from exc
+    except ValueError as exc:  # e.g. classical tones without a 入声 table
+        raise HTTPException(
+            status.HTTP_422_UNPROCESSABLE_CONTENT, detail=f"请求无法处理 / Cannot do this request: {exc}"
+        ) from exc
+    metrics.withheld.inc(answer.filtered)
+    return response(answer)
