@@ -6,13 +6,21 @@ Pages per second are counted by the mirror: pages served between its first and l
 request, so process start-up and the distributed idle wait before closing do not count.
 CPU milliseconds per page (the crawler processes' user + system time, start-up included)
 say more than pages per second when other work shares the machine.
+
+A resumed crawl: ``python -m crawler --mirror`` killed with SIGKILL once half the pairs are
+written, then ``--mirror --resume`` (which serves the mirror on a new port): the pages the
+resume fetched (its stats' ``downloader/response_count``), its download errors and its wall
+time, over a few kills, as median and range. The resume must end with every pair once.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import resource
 import shutil
+import signal
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -93,6 +101,81 @@ def _crawl(site: Site, outs: list[Path], redis_url: str | None) -> dict[str, Any
     }
 
 
+def _pairs_written(out: Path) -> int:
+    total = 0
+    for name in SPIDERS:
+        path = out / f"{name}.jsonl"
+        if path.exists():
+            with path.open("rb") as f:
+                total += sum(1 for line in f if line.endswith(b"\n"))
+    return total
+
+
+def resume_once(n_pairs: int, out: Path, root: Path = ROOT) -> dict[str, Any]:
+    """``python -m crawler --mirror`` (the code under ``root``) killed with SIGKILL once half
+    of the pairs are written, then resumed with ``--mirror --resume``: what the resume did."""
+    pairs = corpus_pairs(n_pairs) or HAND_PAIRS  # the CLI's own mirror (same sample, seed 0)
+    total = sum(len(v) for v in build_site(pairs).expected.values())
+    cmd = [
+        sys.executable,
+        "-m",
+        "crawler",
+        *SPIDERS,
+        "--mirror",
+        "--mirror-pairs",
+        str(n_pairs),
+        "--out",
+        str(out),
+    ]
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    out.mkdir(parents=True, exist_ok=True)
+    with (out / "first.log").open("wb") as log:
+        proc = subprocess.Popen(cmd, cwd=root, stdout=log, stderr=subprocess.STDOUT, env=env)
+    deadline = time.monotonic() + 600
+    while _pairs_written(out) < total // 2 and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    if proc.poll() is not None:
+        raise RuntimeError(f"the crawl ended before the kill: see {out / 'first.log'}")
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    before_kill = _pairs_written(out)
+    start = time.monotonic()
+    with (out / "resume.log").open("wb") as log:
+        code = subprocess.call([*cmd, "--resume"], cwd=root, stdout=log, stderr=subprocess.STDOUT, env=env)
+    seconds = time.monotonic() - start
+    stats = [json.loads((out / f"{name}.stats.json").read_text()) for name in SPIDERS]
+    return {
+        "pairs_before_kill": before_kill,
+        "pages": [s.get("downloader/response_count", 0) for s in stats],
+        "errors": sum(s.get("downloader/exception_count", 0) for s in stats),
+        "crawl_seconds": max(s.get("elapsed_time_seconds", 0) for s in stats),  # the spiders run together
+        "seconds": seconds,
+        "exact": code == 0,  # the CLI checks the mirror's pairs: each once, none missing
+    }
+
+
+def _spread(values: list[float], digits: int = 1) -> str:
+    """Median [min, max]."""
+    mid, low, high = (round(v, digits) for v in (statistics.median(values), min(values), max(values)))
+    return f"{mid} [{low}, {high}]"
+
+
+def resume_figures(n_pairs: int, repeats: int, tmp: Path, root: Path = ROOT) -> dict[str, object]:
+    runs = [resume_once(n_pairs, tmp / f"resume-{i}", root) for i in range(repeats)]
+    return {
+        "resume_mirror_pairs": n_pairs,
+        "resume_runs": repeats,
+        "resume_pages_fetched": _spread([sum(r["pages"]) for r in runs], 0),
+        "resume_pages_fetched_per_spider": " / ".join(
+            _spread([r["pages"][i] for r in runs], 0) for i in range(len(SPIDERS))
+        ),
+        "resume_download_errors": _spread([r["errors"] for r in runs], 0),
+        "resume_wall_s": _spread([r["seconds"] for r in runs]),  # process start-up and mirror included
+        "resume_crawl_s": _spread([r["crawl_seconds"] for r in runs]),  # Scrapy's elapsed time
+        "resume_exact": all(r["exact"] for r in runs),
+    }
+
+
 def _adjacent_recall() -> float | None:
     """Share of the human test pairs that the strict two-bare-lines rule accepts."""
     path = corpus_dir() / "wb14123_test.tsv"
@@ -120,6 +203,7 @@ def run(args: Any) -> dict[str, object]:
             "one_process_cpu_ms_per_page": round(one["cpu_ms_per_page"], 2),
             **{f"extracted_{form}": n for form, n in sorted(one["forms"].items())},
         }
+        figures.update(resume_figures(300 if args.quick else 3000, 1 if args.quick else 3, tmp))
         recall = _adjacent_recall()
         if recall is not None:
             figures["bare_line_rule_recall_wb14123_test"] = round(recall, 4)

@@ -5,6 +5,7 @@ Examples::
     python -m crawler                       # both spiders, the real sites, politely
     python -m crawler --mirror              # offline demo: serve the local mirror, crawl it, check
     python -m crawler sina --resume         # continue a crawl that was stopped or killed
+    python -m crawler --mirror --resume     # the same on the mirror (served on a new port)
     python -m crawler sina --redis-url redis://127.0.0.1:6379/0   # one of several processes
     python -m crawler site -a urls=https://example.org/lian/ -a allow=/lian/ -a depth=2
     python -m crawler site -a sitemap=https://example.org/robots.txt -a allow=/lian/
@@ -39,6 +40,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "--out", type=Path, default=work_dir() / "crawl", help="output folder (default %(default)s)"
     )
     p.add_argument("--resume", action="store_true", help="continue the crawl in --out (else start afresh)")
+    p.add_argument(
+        "--rebase",
+        action="store_true",
+        help="with --resume, when the site moved (another host or port): continue the crawl"
+        " recorded at the old start URLs' origin at the new one (on with --mirror)",
+    )
     p.add_argument("--redis-url", help="distributed mode: share the queue and dupe filter in this Redis")
     p.add_argument(
         "--flush-redis",
@@ -87,6 +94,8 @@ def settings_for(args: argparse.Namespace) -> Any:
         settings.set("HTTPCACHE_ENABLED", True)
     if args.redis_url:
         settings.set("REDIS_URL", args.redis_url)
+    if args.rebase or args.mirror:  # the mirror is served on a new free port by every run
+        settings.set("JOURNAL_REBASE", True)
     for pair in args.settings:
         key, _, value = pair.partition("=")
         settings.set(key, value, priority="cmdline")

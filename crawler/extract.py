@@ -22,10 +22,11 @@ from urllib.parse import urljoin
 from lxml import etree
 from parsel import Selector, SelectorList
 
-from crawler.guards import is_chrome, is_poem_head, menu_rows, page_topic
+from crawler.guards import is_chrome, is_poem_head, menu_rows, one_rhyme, page_topic
 from data.normalize import Normalizer
 from data.rules import no_reuse, punctuation_mirrored, repeats_mirrored
 from data.text import is_han, is_punct
+from data.tones import Tone, char_tone
 
 # Invisible characters that the blog scatters inside its text.
 ZERO_WIDTH = dict.fromkeys(map(ord, "\u200b\u200c\u200d\u2060\ufeff"))
@@ -361,7 +362,35 @@ def _couplet_list(lines: list[tuple[str, str] | None]) -> bool:
     end in ，/。 or all in 。)."""
     ends = [_end_mark(line[1]) if line else "?" for line in lines]
     uppers, lowers = set(ends[::2]), set(ends[1::2])
-    return len(ends) % 2 == 0 and lowers == {"。"} and uppers in ({"；"}, {""})
+    if len(ends) % 2 == 0 and lowers == {"。"} and uppers in ({"；"}, {""}):
+        return True
+    return unpunctuated_couplets([line[0] if line and not _end_mark(line[1]) else "" for line in lines])
+
+
+def unpunctuated_couplets(rows: list[str]) -> bool:
+    """Rows without any punctuation that are couplets two by two (A/B/C/D: each pair passes
+    the bare-line test, its upper line may end oblique and its lower line level) and whose
+    lower lines do not all rhyme: a list of couplets printed two lines a pair, not a poem,
+    whose even rows rhyme (流/楼 in 登鹳雀楼) and whose first row often ends level."""
+    if len(rows) % 2 or not rows or any(not row or any(map(is_punct, row)) for row in rows):
+        return False
+    uppers, lowers = rows[::2], rows[1::2]
+    for up, low in zip(uppers, lowers, strict=True):
+        if not (looks_like_couplet(up, low) and may_end_oblique(up) and may_end_level(low)):
+            return False
+    return not one_rhyme(lowers)
+
+
+def may_end_oblique(line: str) -> bool:
+    """The last character has an oblique reading, or is an old entering tone (结, 节, 福:
+    level in Mandarin, oblique in the 平水韵 that couplet writers still follow)."""
+    ch = line[-1]
+    return bool(char_tone(ch, "lenient") & Tone.OBLIQUE) or char_tone(ch, "classical") == Tone.OBLIQUE
+
+
+def may_end_level(line: str) -> bool:
+    """The last character has a level reading (长 cháng as well as zhǎng)."""
+    return bool(char_tone(line[-1], "lenient") & Tone.LEVEL)
 
 
 def _end_mark(raw: str) -> str:

@@ -4,7 +4,8 @@
 * menus: runs of short lines without punctuation (首页 / 新闻中心 / 产品展示 ...);
 * poems and proverbs: a page that names proverbs or poems (谚语, 俗话, 律诗, 绝句 ...)
   more often than couplets gives no pair from the weak rules (bare lines, one-line
-  pairs), and the lines right after a poem's title or author line are not paired.
+  pairs), and the lines right after a poem's title or author line are not paired;
+  a poem's even rows rhyme (``one_rhyme``), the lower lines of a list of couplets do not.
 """
 
 from __future__ import annotations
@@ -12,7 +13,9 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from data.text import is_punct
+from pypinyin import Style, pinyin
+
+from data.text import is_han, is_punct
 
 # Words of page chrome: navigation, account links, comment and "related" boxes, footers.
 _CHROME = re.compile(
@@ -52,6 +55,28 @@ def is_poem_head(line: str) -> bool:
     """A poem's author line (【唐】杜甫, 唐·杜甫), maybe after its 《title》: the rows after it
     are the poem's."""
     return bool(_POEM_HEAD.match(line.strip()))
+
+
+_MEDIALS = ("i", "u", "v")
+_RHYME_OF = {"n": "en", "ng": "eng", "ong": "eng", "v": "i"}  # the wide rhymes of 中华新韵
+
+
+def rhyme(ch: str) -> str:
+    """The rhyme of a character's usual reading, its medial left out, so 光 and 乡 rhyme (ang),
+    流 and 楼 (ou), 春 and 人 (en), 龙 and 灯 (eng); "" for a character without a reading."""
+    if not is_han(ch):
+        return ""
+    final = pinyin(ch, style=Style.FINALS, strict=True)[0][0]  # 流 iou, 春 uen, 云 vn
+    if len(final) > 1 and final[0] in _MEDIALS:
+        final = final[1:]
+    return _RHYME_OF.get(final, final)
+
+
+def one_rhyme(lines: Sequence[str]) -> bool:
+    """Two or more lines whose last characters all rhyme: a poem's even rows (白日依山尽 /
+    黄河入海流 / 欲穷千里目 / 更上一层楼: 流, 楼), not the lower lines of a list of couplets."""
+    rhymes = {rhyme(line[-1]) if line else "" for line in lines}
+    return len(lines) >= 2 and len(rhymes) == 1 and "" not in rhymes
 
 
 def menu_rows(lines: Sequence[str | None]) -> set[int]:

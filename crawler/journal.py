@@ -9,18 +9,27 @@ the requests it links to are journalled and every item it yielded has left the i
 pipelines (written by the feed, or dropped). On restart, the pending requests are
 scheduled again. A page may so be handled twice, never lost; the dedup pipeline, whose
 state is rebuilt from the feed file, keeps the output exactly-once.
+
+The journal also records the origin (``scheme://host:port``) of the crawl's start URLs.
+With ``JOURNAL_REBASE`` (the CLI's ``--rebase``, implied by ``--mirror``), a crawl resumed
+from another origin takes the journal's requests there: the local mirror is served on a
+new free port by every run, so without this a resume would fetch every page again under
+the new port and send what was left to do to the dead one. The rewrite (URLs, fingerprints,
+``Referer`` headers, URLs in the meta) is one transaction with the new origin's record.
 """
 
 from __future__ import annotations
 
 import asyncio
 import heapq
+import json
 import logging
 import pickle
 import sqlite3
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from scrapy import Request, Spider, signals
 from scrapy.core.scheduler import BaseScheduler, Scheduler
@@ -34,6 +43,35 @@ logger = logging.getLogger(__name__)
 
 page_done = object()  # signal: (request) every output of this request's page is safe
 FP_META = "journal_fp"
+
+
+def start_origins(spider: Spider) -> list[str]:
+    """The origins (``scheme://host:port``) of a spider's start URLs and sitemaps, sorted."""
+    urls = [*getattr(spider, "start_urls", []), *getattr(spider, "sitemap_urls", [])]
+    return sorted({f"{parts.scheme}://{parts.netloc}" for parts in map(urlsplit, urls) if parts.netloc})
+
+
+def moved(text: str, old: str, new: str) -> str:
+    """``text`` with the origin ``old`` (the whole text, or followed by ``/``) made ``new``."""
+    return new if text == old else text.replace(old + "/", new + "/")
+
+
+def rebased(data: dict[str, Any], old: str, new: str) -> dict[str, Any]:
+    """A request's dict (``Request.to_dict``) moved from origin ``old`` to ``new``: its URL,
+    its ``Referer`` header and the strings of its meta (a provenance such as the site
+    spider's ``link <page>``)."""
+    out = dict(data)
+    out["url"] = moved(data["url"], old, new)
+    out["headers"] = {
+        key: [moved(v.decode("latin-1"), old, new).encode("latin-1") for v in values]
+        if key.lower() == b"referer"
+        else values
+        for key, values in data.get("headers", {}).items()
+    }
+    out["meta"] = {
+        k: moved(v, old, new) if isinstance(v, str) else v for k, v in data.get("meta", {}).items()
+    }
+    return out
 
 
 class AutoScheduler(BaseScheduler):
@@ -109,6 +147,8 @@ class JournalScheduler(BaseScheduler):
             "CREATE TABLE IF NOT EXISTS requests (fp TEXT PRIMARY KEY, done INTEGER NOT NULL,"
             " priority INTEGER NOT NULL, seq INTEGER NOT NULL, data BLOB NOT NULL)"
         )
+        self.db.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+        self._follow_origin(spider)
         resumed = 0
         for fp, done, priority, seq, data in self.db.execute("SELECT * FROM requests ORDER BY seq"):
             self.known.add(fp)
@@ -120,6 +160,64 @@ class JournalScheduler(BaseScheduler):
         if self.known:
             logger.info("journal: resuming, %d of %d requests still to do", resumed, len(self.known))
             self.stats.set_value("journal/resumed", resumed)
+
+    def _follow_origin(self, spider: Spider) -> None:
+        """Record the start URLs' origin; rebase the journal when it moved (JOURNAL_REBASE)."""
+        assert self.db is not None
+        now = start_origins(spider)
+        row = self.db.execute("SELECT value FROM meta WHERE key = 'origins'").fetchone()
+        before: list[str] = json.loads(row[0]) if row else []
+        if row and before == now:
+            return
+        has_rows = self.db.execute("SELECT 1 FROM requests LIMIT 1").fetchone() is not None
+        if row and has_rows:
+            if not self.crawler.settings.getbool("JOURNAL_REBASE"):
+                logger.warning(
+                    "journal: the crawl started at %s, now at %s; its requests stay at %s"
+                    " (--rebase if the site moved, as the local mirror does on every run)",
+                    ", ".join(before), ", ".join(now), ", ".join(before),
+                )  # fmt: skip
+                return
+            if len(before) != 1 or len(now) != 1:
+                logger.warning(
+                    "journal: cannot rebase from %s to %s: one origin each is needed",
+                    ", ".join(before), ", ".join(now),
+                )  # fmt: skip
+                return
+        self.db.execute("BEGIN IMMEDIATE")
+        try:
+            if row and has_rows:
+                n = self._rebase(spider, before[0], now[0])
+                logger.info("journal: %d requests moved from %s to %s", n, before[0], now[0])
+                self.stats.set_value("journal/rebased", n)
+            self.db.execute("INSERT OR REPLACE INTO meta VALUES ('origins', ?)", (json.dumps(now),))
+            self.db.execute("COMMIT")
+        except BaseException:
+            self.db.execute("ROLLBACK")
+            raise
+
+    def _rebase(self, spider: Spider, old: str, new: str) -> int:
+        """Move every journalled request at origin ``old`` to ``new``; how many moved."""
+        assert self.db is not None
+        prefix = old + "/"
+        rows = self.db.execute("SELECT fp, done, priority, seq, data FROM requests").fetchall()
+        n = 0
+        for fp, done, priority, seq, data in rows:
+            old_data = pickle.loads(data)
+            if not (old_data["url"] == old or old_data["url"].startswith(prefix)):
+                continue  # another site (a redirect off the start origin): stays
+            new_data = rebased(old_data, old, new)
+            new_fp = self.fingerprint(request_from_dict(new_data, spider=spider)).hex()
+            new_data["meta"][FP_META] = new_fp
+            blob = pickle.dumps(new_data, protocol=pickle.HIGHEST_PROTOCOL)
+            self.db.execute("DELETE FROM requests WHERE fp = ?", (fp,))
+            self.db.execute(  # a request already there at the new origin: done if either is
+                "INSERT INTO requests VALUES (?, ?, ?, ?, ?) ON CONFLICT (fp) DO UPDATE"
+                " SET done = MAX(done, excluded.done)",
+                (new_fp, done, priority, seq, blob),
+            )
+            n += 1
+        return n
 
     def close(self, reason: str) -> None:
         if self.db is not None:

@@ -61,6 +61,9 @@ STATS_FILE = None  # e.g. "work/crawl/%(name)s.stats.json"; the CLI sets it
 # (JOBDIR), or Scrapy's in-memory scheduler.
 SCHEDULER = "crawler.journal.AutoScheduler"
 REDIS_URL = None
+# A resumed crawl whose start URLs moved to another origin (the local mirror's new port)
+# takes the journal's requests there (crawler/journal.py); the CLI's --rebase.
+JOURNAL_REBASE = False
 SCHEDULER_PERSIST = True  # the first process to finish must not flush the shared queue
 SCHEDULER_QUEUE_CLASS = "scrapy_redis.queue.PriorityQueue"
 SCHEDULER_DUPEFILTER_CLASS = "scrapy_redis.dupefilter.RFPDupeFilter"

@@ -8,13 +8,16 @@ import pytest
 from crawler.extract import (
     cued_line_pairs,
     example_pairs,
+    may_end_level,
+    may_end_oblique,
     normalise_text,
     one_line_pairs,
     prose_pairs,
     story_halves,
     story_pairs,
+    unpunctuated_couplets,
 )
-from crawler.guards import is_chrome, is_poem_head, menu_rows, page_topic
+from crawler.guards import is_chrome, is_poem_head, menu_rows, one_rhyme, page_topic, rhyme
 
 
 def pairs(text: str) -> list[tuple[str, str, str]]:
@@ -296,6 +299,53 @@ def test_unpunctuated_rows_and_full_stops_by_turns_are_a_couplet_list() -> None:
         ("春回大地千山秀", "日照神州万木荣"),
         ("莺歌燕舞新春到", "鸟语花香好景来"),
     ]
+
+
+# Wedding couplets written for these tests, two lines a pair, no punctuation; the first
+# upper line ends in 节 (level in Mandarin, an entering tone: oblique), the second lower line
+# in 长 (cháng or zhǎng).
+WEDDING = [
+    ("良辰美景逢佳节", "玉镜红妆映彩霞"),
+    ("鸳鸯比翼同心久", "琴瑟和鸣百岁长"),
+    ("花好月圆迎吉日", "天长地久庆佳期"),
+    ("喜酒一杯酬亲友", "春风十里送新娘"),
+]
+# 登鹳雀楼 (王之涣): each row pair passes the bare-line test and ends oblique, then level; its
+# even rows rhyme (流, 楼)
+STORK_TOWER = ["白日依山尽", "黄河入海流", "欲穷千里目", "更上一层楼"]
+
+
+def test_unpunctuated_rows_two_by_two_are_a_couplet_list_when_the_lowers_do_not_rhyme() -> None:
+    rows = [line for pair in WEDDING for line in pair]
+    page = "婚联大全\n" + "\n".join(rows) + "\n以上婚联，供新人选用。"
+    assert [(p.upper, p.lower, p.form) for p in prose_pairs(page)] == [(u, w, "adjacent") for u, w in WEDDING]
+    assert unpunctuated_couplets(rows)
+    assert unpunctuated_couplets(rows[:4])  # two pairs: 霞 and 长 do not rhyme
+
+
+def test_a_poem_of_unpunctuated_rows_stays_a_poem() -> None:
+    assert not unpunctuated_couplets(STORK_TOWER)  # 流 and 楼 rhyme
+    assert prose_pairs("\n".join(STORK_TOWER)) == []
+    # 春晓's rows: 晓 then 鸟, both oblique, so no couplet whatever the rhyme
+    assert not unpunctuated_couplets(["春眠不觉晓", "处处闻啼鸟", "夜来风雨声", "花落知多少"])
+    rows = [line for pair in WEDDING for line in pair]
+    assert not unpunctuated_couplets(rows[1:7])  # out of step: uppers end level
+    assert not unpunctuated_couplets(rows[:3])  # odd
+    assert not unpunctuated_couplets([rows[0] + "。", rows[1], rows[2], rows[3]])  # punctuated
+
+
+def test_rhymes_and_end_tones() -> None:
+    assert rhyme("光") == rhyme("乡") == "ang"
+    assert rhyme("流") == rhyme("楼") == "ou"
+    assert rhyme("春") == rhyme("人") == rhyme("云") == "en"
+    assert rhyme("龙") == rhyme("灯") == "eng"
+    assert rhyme("，") == ""
+    assert one_rhyme(["黄河入海流", "更上一层楼"])
+    assert not one_rhyme(["玉镜红妆映彩霞", "琴瑟和鸣百岁长"])
+    assert not one_rhyme(["黄河入海流"])  # one line rhymes with nothing
+    assert may_end_oblique("良辰美景逢佳节") and may_end_oblique("喜酒一杯酬亲友")
+    assert not may_end_oblique("玉镜红妆映彩霞")
+    assert may_end_level("琴瑟和鸣百岁长") and not may_end_level("花好月圆迎吉日")
 
 
 # --- examples after 如：, quotes cued in the sentence before, more story cues -------------
