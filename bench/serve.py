@@ -332,7 +332,9 @@ def run(args: Any) -> dict[str, object]:
     with tempfile.TemporaryDirectory(prefix="bench-serve-") as name:
         tmp = Path(name)
         model = Path(os.environ.get("DUILIAN_SERVE_MODEL_DIR", default_model_dir()))
-        shipped = (model / "model.pt").is_file()
+        from model.release.bundle import has_model
+
+        shipped = has_model(model)
         if not shipped:
             model = fallback_bundle(tmp / "model")
         port = free_port()

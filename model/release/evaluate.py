@@ -30,7 +30,7 @@ from model.decoding.decoder import Decoder
 from model.decoding.options import MAX_CANDIDATES, RUNTIMES, SERVE_INT8, SERVE_RUNTIME, DecodeOptions, Runtime
 from model.net.checkpoint import CoupletModel, load_model
 from model.net.checkpoint import load_proposer as checkpoint_proposer
-from model.release.bundle import MODEL_FILE, load_bundle
+from model.release.bundle import load_bundle, load_models, verify_bundle
 from model.training.greedy import greedy
 from model.training.pairs import PairData, read_tsv
 from model.training.scoring import mean_nll
@@ -268,7 +268,15 @@ def load_any(path: Path) -> tuple[Any, Vocab, Any, PairingTable | None]:
 
 def load_proposer(path: Path, vocab: Vocab) -> Any:
     """An encoder-only tagger from a checkpoint (or a bundle's model), on the same vocabulary."""
-    return checkpoint_proposer(path / MODEL_FILE if path.is_dir() else path, vocab)
+    if not path.is_dir():
+        return checkpoint_proposer(path, vocab)
+    verify_bundle(path)
+    model, its_vocab, _, _ = load_models(path)
+    if model.cfg.kind != "tagger":
+        raise ValueError(f"{path}: a proposer must be an encoder-only tagger, not a {model.cfg.kind} model")
+    if its_vocab.to_bytes() != vocab.to_bytes():
+        raise ValueError(f"{path}: the proposer's vocabulary differs from the model's")
+    return model
 
 
 def decode_options(args: argparse.Namespace) -> Any:
@@ -530,7 +538,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.proposer is not None:
             proposer = load_proposer(args.proposer, vocab)
         if args.fast and proposer is None:
-            raise ValueError("--fast needs a proposer: a bundle with proposer.pt, or --proposer PATH")
+            raise ValueError("--fast needs a proposer: a bundle with one, or --proposer PATH")
         if args.no_proposer or args.greedy:
             proposer = None
         train_path = folder / "train.tsv"
