@@ -52,10 +52,9 @@ def upper_lines() -> tuple[list[str], str]:
 
 def load_decoder() -> tuple[Decoder, str]:
     """The encoder-decoder alone (its proposer, if the bundle has one, is the ``proposer`` attribute)."""
-    bundle = default_model_dir() / "model.pt"
-    if bundle.is_file():
-        from model.release.bundle import load_bundle
+    from model.release.bundle import has_model, load_bundle
 
+    if has_model(default_model_dir()):
         b = load_bundle(default_model_dir())
         decoder = Decoder(b.model, b.vocab, pairing=b.pairing)
         decoder.proposer = b.proposer

@@ -394,7 +394,9 @@ def served(prefix: str) -> Iterator[Served]:
     with tempfile.TemporaryDirectory(prefix=prefix) as name:
         tmp = Path(name)
         model = Path(os.environ.get("DUILIAN_SERVE_MODEL_DIR", default_model_dir()))
-        shipped = (model / "model.pt").is_file()
+        from model.release.bundle import has_model
+
+        shipped = has_model(model)
         if not shipped:
             model = fallback_bundle(tmp / "model")
         port = free_port()

@@ -213,13 +213,13 @@ def load(args: argparse.Namespace) -> LoadedModel:
 
     from duilian.service import Engine, LoadedModel
     from model.decoding.options import SERVE_INT8, SERVE_RUNTIME
-    from model.release.bundle import MODEL_FILE
+    from model.release.bundle import MODEL_FILE, WEIGHTS_FILE, has_model, missing_model
 
     folder: Path = args.model or default_model_dir()
-    if not (folder / MODEL_FILE).is_file():
+    if not has_model(folder):
         raise Problem(
-            f"{folder} 不是模型目录（缺少 {MODEL_FILE}）",
-            f"no model bundle at {folder} (missing {MODEL_FILE}); the shipped one is models/default",
+            f"{folder} 不是模型目录（缺少 {WEIGHTS_FILE}，旧模型目录为 {MODEL_FILE}）",
+            f"{missing_model(folder)}; the shipped one is models/default",
         )
     torch.set_num_threads(1)  # as the site's decode workers: one thread a decode
     cache = args.graph_cache or work_dir() / "cache" / "onnx"

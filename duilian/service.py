@@ -46,7 +46,7 @@ from model.decoding.options import (
 )
 from model.decoding.options import Candidate as DecodeCandidate
 from model.decoding.plan import ConstraintError
-from model.release.bundle import MODEL_FILE, Bundle, load_bundle
+from model.release.bundle import Bundle, load_bundle, model_file
 
 log = logging.getLogger(__name__)
 KNOWN_SHOWN = 5  # known lower lines in an answer, from the bundle or the corpus file
@@ -181,11 +181,12 @@ def tone_marks(line: str, mode: str) -> list[str]:
 
 
 def model_version(bundle: Bundle) -> str:
-    """The bundle's named version, else its step and a digest of its model file."""
+    """The bundle's named version, else its step and a digest of its model's weights file
+    (``model.safetensors``, or ``model.pt`` in an old bundle)."""
     named = bundle.meta.get("version")
     if named:
         return str(named)
-    digest = hashlib.blake2b((bundle.path / MODEL_FILE).read_bytes(), digest_size=4).hexdigest()
+    digest = hashlib.blake2b(model_file(bundle.path).read_bytes(), digest_size=4).hexdigest()
     return f"step{bundle.meta.get('step', 0)}-{digest}"
 
 

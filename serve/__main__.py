@@ -9,7 +9,7 @@ from typing import get_args
 
 from pydantic import ValidationError
 
-from model.release.bundle import MODEL_FILE, PROPOSER_FILE
+from model.release.bundle import has_model, missing_model
 from serve.logs import LogLevel, configure_logging
 from serve.settings import Settings, settings_problems
 
@@ -28,17 +28,13 @@ def preflight(settings: Settings) -> str:
     (or a proposer that does not fit the model), a feedback store that cannot be reached."""
     from sqlalchemy.exc import SQLAlchemyError
 
-    from model.net.checkpoint import check_proposer, load_checkpoint
-    from model.release.bundle import FINGERPRINTS_FILE, KNOWN_FILE, verify_bundle
+    from model.release.bundle import FINGERPRINTS_FILE, KNOWN_FILE, check_models, verify_bundle
     from model.release.fingerprint import FingerprintIndex, KnownLowers
     from serve.db import make_engine
 
     try:
         verify_bundle(settings.model_dir)
-        model = load_checkpoint(settings.model_dir / MODEL_FILE)
-        proposer_path = settings.model_dir / PROPOSER_FILE
-        if proposer_path.exists():  # the fast mode's tagger, checked as load_bundle will
-            check_proposer(load_checkpoint(proposer_path), model["vocab"], proposer_path)
+        check_models(settings.model_dir)  # the model and the fast mode's tagger, read as load_bundle will
         known_path = settings.model_dir / KNOWN_FILE
         if known_path.exists():  # the known lower lines, one record per fingerprint
             KnownLowers.load(FingerprintIndex.load(settings.model_dir / FINGERPRINTS_FILE), known_path)
@@ -76,9 +72,9 @@ def main(argv: list[str] | None = None) -> int:
     except ValidationError as e:
         print(settings_problems(e), file=sys.stderr)
         return 2
-    if not (settings.model_dir / MODEL_FILE).is_file():
+    if not has_model(settings.model_dir):
         print(
-            f"no model bundle at {settings.model_dir} (missing {MODEL_FILE}).\n"
+            f"{missing_model(settings.model_dir)}.\n"
             "The shipped model lives in models/default/. To make one: `make train TRAIN_ARGS=--ship`\n"
             "(`make train PRESET=tiny TRAIN_ARGS=--ship` for a quick, weak one), which installs its bundle\n"
             "there; or serve another bundle with `make serve SERVE_ARGS='--model work/train/cpu/bundle'`\n"

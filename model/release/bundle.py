@@ -1,9 +1,13 @@
 """The model bundle that `make serve` loads: model, vocabulary, fingerprints, cards, figures.
 
-Layout of a bundle folder::
+Layout of a bundle folder (the models as a Hugging Face model folder holds them, model/release/weights.py)::
 
-    model.pt          checkpoint with fp16 weights, no optimizer state
-    proposer.pt       optional: an encoder-only proposer (model/net/tagger.py), fp16, same vocabulary
+    model.safetensors fp16 weights of the encoder-decoder, the tied embedding stored once
+    config.json       its configuration (``ModelConfig``), the tied keys, and the training
+                      record (step, best_valid, preset, ``sensitive_max_len``)
+    spm.model         the sentencepiece vocabulary both models read (pad=0, unk=1, bos=2, eos=3)
+    proposer.safetensors, proposer_config.json
+                      optional: an encoder-only proposer (model/net/tagger.py), fp16, same vocabulary
     fingerprints.npy  sorted uint64 fingerprints of the normalised training upper lines
     banners.npz       optional: the 横批 phrases and character vectors (data/banners.py), copied
                       from the data stage's folder; corpus text, AGPL-3.0 like the model
@@ -16,14 +20,21 @@ Layout of a bundle folder::
                       keys of each word's head, ids of its last character; no text), so
                       that no candidate completes a listed word
     sensitive.npy     hashed sensitive words (``data.sensitive.hash_words``); the longest
-                      word's length is ``sensitive_max_len`` in model.pt's meta
+                      word's length is ``sensitive_max_len`` in config.json's training record
     MODEL_CARD.md, DATA_CARD.md, eval.json
     data_report.json  the data stage's counts for the data the model was trained on (its
                       report.json without the example pairs), so a card written later, after
                       `make data` has moved on, still describes this model's data
-    SHA256SUMS        the sha256 of each payload file above (``PAYLOAD_FILES``: the weights and
-                      tables the server computes with; the cards, eval.json and data_report.json
-                      are documents, rewritten by ``python -m model.card``), ``sha256sum`` format
+    SHA256SUMS        the sha256 of each payload file above (``PAYLOAD_FILES``: the weights,
+                      configurations, vocabulary and tables the server computes with; the cards,
+                      eval.json and data_report.json are documents, rewritten by ``python -m
+                      model.card``), ``sha256sum`` format
+
+Bundles made before safetensors hold ``model.pt`` and ``proposer.pt`` instead (checkpoints
+with fp16 weights and the vocabulary inside, model/net/checkpoint.py): they still load, each
+model from its ``.pt`` file when its ``.safetensors`` file is not there, and ``python -m
+model.release.bundle --convert DIR`` turns such a bundle into the new layout (the weights
+bit for bit; checked before the old files go).
 
 ``export_bundle`` writes SHA256SUMS last; ``load_bundle`` (so the server's start-up and its
 reload) checks every file it lists first and refuses the bundle (``BundleError``, one line
@@ -49,7 +60,7 @@ import tempfile
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import torch
@@ -61,16 +72,33 @@ from data.vocab import Vocab
 from model.decoding.blocked import BLOCKED_FILE, BlockedWords
 from model.net.checkpoint import (
     CoupletModel,
+    check_proposer,
+    load_checkpoint,
     load_model,
     load_proposer,
-    make_checkpoint,
-    save_checkpoint,
+    model_from_checkpoint,
 )
 from model.net.tagger import CoupletTagger
 from model.release.fingerprint import FingerprintIndex, KnownLowers
+from model.release.weights import (
+    check_vocab,
+    config_meta,
+    count_parameters,
+    file_names,
+    load_model_files,
+    read_config,
+    read_weights,
+    same_weights,
+    save_model_files,
+)
 
-MODEL_FILE, FINGERPRINTS_FILE, SENSITIVE_FILE = "model.pt", "fingerprints.npy", "sensitive.npy"
-PROPOSER_FILE = "proposer.pt"
+WEIGHTS_FILE, CONFIG_FILE = file_names("model")  # model.safetensors, config.json
+PROPOSER_WEIGHTS, PROPOSER_CONFIG = file_names("proposer")  # proposer.safetensors, proposer_config.json
+VOCAB_FILE = "spm.model"
+# bundles made before safetensors: checkpoints (model/net/checkpoint.py), still read
+MODEL_FILE, PROPOSER_FILE = "model.pt", "proposer.pt"
+LEGACY_FILES = (MODEL_FILE, PROPOSER_FILE)
+FINGERPRINTS_FILE, SENSITIVE_FILE = "fingerprints.npy", "sensitive.npy"
 KNOWN_FILE = "known_lowers.txt.xz"
 PAIRING_FILE = "pairing.npz"
 MODEL_CARD, DATA_CARD, EVAL_FILE = "MODEL_CARD.md", "DATA_CARD.md", "eval.json"
@@ -79,8 +107,8 @@ MANIFEST_FILE = "SHA256SUMS"
 # the files whose bytes the server computes with, listed in the manifest (a new one belongs here:
 # tests/model/release/test_checkpoint_bundle.py checks that export writes nothing else but DOC_FILES)
 PAYLOAD_FILES = (
-    MODEL_FILE, PROPOSER_FILE, FINGERPRINTS_FILE, SENSITIVE_FILE, KNOWN_FILE, PAIRING_FILE, BANNERS_FILE,
-    BLOCKED_FILE,
+    WEIGHTS_FILE, CONFIG_FILE, VOCAB_FILE, PROPOSER_WEIGHTS, PROPOSER_CONFIG, *LEGACY_FILES,
+    FINGERPRINTS_FILE, SENSITIVE_FILE, KNOWN_FILE, PAIRING_FILE, BANNERS_FILE, BLOCKED_FILE,
 )  # fmt: skip
 DOC_FILES = (MODEL_CARD, DATA_CARD, EVAL_FILE, DATA_REPORT)
 log = logging.getLogger(__name__)
@@ -238,12 +266,14 @@ def export_bundle(
     try:
         if sensitive_max_len is not None:
             meta["sensitive_max_len"] = sensitive_max_len
-        ckpt = make_checkpoint(model, vocab, step=step, best_valid=best_valid, half=True, **meta)
-        save_checkpoint(ckpt, tmp / MODEL_FILE)
+        (tmp / VOCAB_FILE).write_bytes(vocab.to_bytes())
+        training = {"step": step, "best_valid": best_valid, **meta}
+        save_model_files(model, vocab, tmp / WEIGHTS_FILE, tmp / CONFIG_FILE, VOCAB_FILE, training)
         if proposer is not None:
             pm = proposer_meta or {}
-            ckpt = make_checkpoint(proposer, vocab, pm.get("step", 0), pm.get("best_valid"), half=True)
-            save_checkpoint(ckpt, tmp / PROPOSER_FILE)
+            trained = {"step": pm.get("step", 0), "best_valid": pm.get("best_valid")}
+            files = (tmp / PROPOSER_WEIGHTS, tmp / PROPOSER_CONFIG)
+            save_model_files(proposer, vocab, *files, VOCAB_FILE, trained)
         pairs = list(train_pairs) if train_pairs is not None else None
         index = FingerprintIndex.from_lines(train_uppers if pairs is None else (u for u, _ in pairs))
         index.save(tmp / FINGERPRINTS_FILE)
@@ -303,14 +333,116 @@ def _read_text(path: Path) -> str:
     return path.read_text(encoding="utf-8") if path.exists() else ""
 
 
+def has_model(root: str | os.PathLike[str]) -> bool:
+    """Whether ``root`` holds a bundle's model: ``model.safetensors``, or an old ``model.pt``."""
+    root = Path(root)
+    return (root / WEIGHTS_FILE).is_file() or (root / MODEL_FILE).is_file()
+
+
+def is_legacy(root: str | os.PathLike[str]) -> bool:
+    """Whether the bundle ``root`` is one made before safetensors (``model.pt``, no
+    ``model.safetensors``)."""
+    root = Path(root)
+    return not (root / WEIGHTS_FILE).is_file() and (root / MODEL_FILE).is_file()
+
+
+def model_file(root: str | os.PathLike[str]) -> Path:
+    """The file holding the bundle's model weights: ``model.safetensors``, else ``model.pt``."""
+    root = Path(root)
+    return root / (MODEL_FILE if is_legacy(root) else WEIGHTS_FILE)
+
+
+def missing_model(root: Path) -> str:
+    return f"no model bundle at {root} (missing {WEIGHTS_FILE}, or {MODEL_FILE} in an old bundle)"
+
+
+def bundle_vocab(root: Path) -> Vocab:
+    """The bundle's vocabulary: ``spm.model`` (in an old bundle, the one inside ``model.pt``)."""
+    if is_legacy(root):
+        return Vocab(load_checkpoint(root / MODEL_FILE)["vocab"])
+    path = root / VOCAB_FILE
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: missing (the vocabulary of {root / WEIGHTS_FILE})")
+    try:
+        return Vocab.from_file(path)
+    except (RuntimeError, ValueError, OSError) as e:
+        raise BundleError(f"{path}: not a sentencepiece model ({' '.join(str(e).split())[:200]})") from e
+
+
+def _proposer_kind(kind: str, path: Path) -> None:
+    if kind != "tagger":
+        raise ValueError(f"{path}: a proposer must be an encoder-only tagger, not a {kind} model")
+
+
+def load_models(
+    root: str | os.PathLike[str], dtype: torch.dtype = torch.float32
+) -> tuple[CoupletModel, Vocab, dict[str, Any], CoupletTagger | None]:
+    """(model, vocabulary, meta, proposer or None) of the bundle ``root``, each model from its
+    safetensors files, else (an old bundle) from its ``.pt`` checkpoint; no manifest check."""
+    root = Path(root)
+    if is_legacy(root):
+        model, vocab, meta = load_model(root / MODEL_FILE, dtype)
+    else:
+        vocab = bundle_vocab(root)
+        model, meta = load_model_files(root / WEIGHTS_FILE, root / CONFIG_FILE, vocab, dtype)
+    proposer: CoupletTagger | None = None
+    if (root / PROPOSER_WEIGHTS).is_file():
+        _proposer_kind(read_config(root / PROPOSER_CONFIG)["kind"], root / PROPOSER_CONFIG)
+        loaded, _ = load_model_files(root / PROPOSER_WEIGHTS, root / PROPOSER_CONFIG, vocab, dtype)
+        proposer = cast(CoupletTagger, loaded)
+    elif (root / PROPOSER_FILE).is_file():
+        proposer = load_proposer(root / PROPOSER_FILE, vocab, dtype)
+    return model, vocab, meta, proposer
+
+
+def check_models(root: str | os.PathLike[str]) -> None:
+    """Read the bundle's models as ``load_bundle`` will, without building them: their files
+    load and match their sums, the configurations name the vocabulary, and the proposer is a
+    tagger on it (``python -m serve`` checks this before it starts)."""
+    root = Path(root)
+    if is_legacy(root):
+        model = load_checkpoint(root / MODEL_FILE)
+        vocab_bytes = model["vocab"]
+    else:
+        vocab = bundle_vocab(root)
+        vocab_bytes = vocab.to_bytes()
+        check_vocab(read_config(root / CONFIG_FILE), vocab, root / CONFIG_FILE)
+        read_weights(root / WEIGHTS_FILE)
+    if (root / PROPOSER_WEIGHTS).is_file():
+        config = read_config(root / PROPOSER_CONFIG)
+        _proposer_kind(config["kind"], root / PROPOSER_CONFIG)
+        check_vocab(config, Vocab(vocab_bytes), root / PROPOSER_CONFIG)
+        read_weights(root / PROPOSER_WEIGHTS)
+    elif (root / PROPOSER_FILE).is_file():
+        check_proposer(load_checkpoint(root / PROPOSER_FILE), vocab_bytes, root / PROPOSER_FILE)
+
+
+def model_meta(root: str | os.PathLike[str], proposer: bool = False) -> dict[str, Any]:
+    """The meta of the bundle's model (or its proposer) without its weights: ``model_config``,
+    the training record (``step``, ``best_valid``, ``preset`` ...) and ``n_params`` (tied
+    weights counted once); {} when there is no such model."""
+    root = Path(root)
+    names = (PROPOSER_WEIGHTS, PROPOSER_CONFIG, PROPOSER_FILE), (WEIGHTS_FILE, CONFIG_FILE, MODEL_FILE)
+    weights, config, legacy = names[0] if proposer else names[1]
+    if (root / weights).is_file():
+        cfg = read_config(root / config)
+        return {**config_meta(cfg), "n_params": count_parameters(cfg)}
+    if (root / legacy).is_file():
+        ckpt = load_checkpoint(root / legacy)
+        meta = {k: v for k, v in ckpt.items() if k not in ("state_dict", "vocab", "optimizer")}
+        meta["n_params"] = model_from_checkpoint(ckpt).num_parameters()
+        return meta
+    return {}
+
+
 def load_bundle(path: str | os.PathLike[str], dtype: torch.dtype = torch.float32) -> Bundle:
     """Load a bundle folder, its files checked against its manifest first; raises
     ``FileNotFoundError`` naming what is missing, ``BundleError`` naming a damaged file."""
     root = Path(path)
-    if not (root / MODEL_FILE).is_file():
-        raise FileNotFoundError(f"no model bundle at {root} (missing {MODEL_FILE}); run `make train`")
+    if not has_model(root):
+        raise FileNotFoundError(f"{missing_model(root)}; run `make train`")
     verify_bundle(root)
-    model, vocab, meta = load_model(root / MODEL_FILE, dtype)
+    model, vocab, meta, proposer = load_models(root, dtype)
     fp_path, sens_path = root / FINGERPRINTS_FILE, root / SENSITIVE_FILE
     fps = FingerprintIndex.load(fp_path) if fp_path.exists() else FingerprintIndex(np.zeros(0, np.uint64))
     sens = np.load(sens_path, allow_pickle=False) if sens_path.exists() else np.zeros(0, np.uint64)
@@ -332,25 +464,86 @@ def load_bundle(path: str | os.PathLike[str], dtype: torch.dtype = torch.float32
         _read_text(root / MODEL_CARD),
         _read_text(root / DATA_CARD),
         ev,
-        load_proposer(root / PROPOSER_FILE, vocab, dtype) if (root / PROPOSER_FILE).is_file() else None,
+        proposer,
         known,
         pairing,
         blocked,
     )
 
 
+def convert_bundle(root: str | os.PathLike[str]) -> list[str]:
+    """Turn an old bundle (``model.pt``, ``proposer.pt``) into the safetensors layout in place:
+    its files checked against its manifest first, the new files written beside a copy of the
+    others, each model read back and compared with the old one bit for bit (fp16 both), the
+    ``.pt`` files left out, the manifest written again, and the folder swapped in with renames.
+    The names of the files written; ``BundleError`` when the bundle is already converted."""
+    root = Path(root)
+    if not is_legacy(root):
+        raise BundleError(f"{root}: already in the safetensors layout ({WEIGHTS_FILE})")
+    verify_bundle(root)
+    old_model, vocab, meta, old_proposer = load_models(root, torch.float16)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{root.name}.", dir=root.parent))
+    os.chmod(tmp, 0o755)
+    written = [VOCAB_FILE, WEIGHTS_FILE, CONFIG_FILE]
+    try:
+        for p in root.iterdir():
+            if p.is_file() and p.name not in (*LEGACY_FILES, MANIFEST_FILE):
+                shutil.copy2(p, tmp / p.name)
+        (tmp / VOCAB_FILE).write_bytes(vocab.to_bytes())
+        training = {k: v for k, v in meta.items() if k not in ("format_version", "model_config", "trainer")}
+        save_model_files(old_model, vocab, tmp / WEIGHTS_FILE, tmp / CONFIG_FILE, VOCAB_FILE, training)
+        if old_proposer is not None:
+            ckpt = load_checkpoint(root / PROPOSER_FILE)
+            trained = {"step": ckpt.get("step", 0), "best_valid": ckpt.get("best_valid")}
+            save_model_files(
+                old_proposer, vocab, tmp / PROPOSER_WEIGHTS, tmp / PROPOSER_CONFIG, VOCAB_FILE, trained
+            )
+            written += [PROPOSER_WEIGHTS, PROPOSER_CONFIG]
+        model, vocab2, meta2, proposer = load_models(tmp, torch.float16)
+        if vocab2.to_bytes() != vocab.to_bytes() or not same_weights(old_model, model):
+            raise BundleError(f"{root}: the converted model differs from {MODEL_FILE}; nothing changed")
+        if old_proposer is not None and (proposer is None or not same_weights(old_proposer, proposer)):
+            raise BundleError(f"{root}: the converted proposer differs from {PROPOSER_FILE}; nothing changed")
+        if {k: meta2.get(k) for k in training} != training:
+            raise BundleError(f"{root}: the converted training record differs; nothing changed")
+        write_manifest(tmp)
+        verify_bundle(tmp)
+        _swap(tmp, root)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return written
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(
-        prog="python -m model.release.bundle", description="write or check a bundle's SHA256SUMS"
+        prog="python -m model.release.bundle",
+        description="write or check a bundle's SHA256SUMS, or convert an old bundle to safetensors",
     )
     action = p.add_mutually_exclusive_group(required=True)
     action.add_argument("--write-manifest", type=Path, metavar="DIR", help="write DIR/SHA256SUMS")
     action.add_argument("--check", type=Path, metavar="DIR", help="check DIR's files against it")
+    action.add_argument(
+        "--convert",
+        type=Path,
+        metavar="DIR",
+        help="turn DIR's model.pt/proposer.pt into model.safetensors, config.json, spm.model "
+        "(and proposer.safetensors, proposer_config.json), checked bit for bit, and rewrite SHA256SUMS",
+    )
     args = p.parse_args(argv)
-    root = args.write_manifest or args.check
-    if not (root / MODEL_FILE).is_file():
-        print(f"error: no model bundle at {root} (missing {MODEL_FILE})", file=sys.stderr)
+    root = args.write_manifest or args.check or args.convert
+    if not has_model(root):
+        print(f"error: {missing_model(root)}", file=sys.stderr)
         return 2
+    if args.convert:
+        try:
+            written = convert_bundle(root)
+        except (BundleError, OSError, ValueError) as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 1
+        size = sum(f.stat().st_size for f in root.iterdir() if f.is_file()) / 1e6
+        print(f"converted {root}: wrote {', '.join(written)}; removed the .pt files; {size:.1f} MB in all")
+        return 0
     if args.write_manifest:
         path = write_manifest(root)
         print(f"wrote {path} ({len(read_manifest(root) or {})} files)")

@@ -1,11 +1,18 @@
 """The model card: what a shipped bundle is, how it was made, and how it measures.
 
 Rendered from the figures the project writes itself (the bundle's ``eval.json`` and
-checkpoint metadata, the data stage's ``report.json``, the training log and the decode
+model configuration, the data stage's ``report.json``, the training log and the decode
 benchmark), so the card never restates a number by hand. The goals are those of
 docs/MEASUREMENTS.md, each reported as reached or not reached with the gap.
 
+The card opens with YAML front matter in the Hugging Face model-card metadata style
+(``license``, ``language``, ``tags``, ``metrics`` and a ``model-index`` with the test-set
+figures of ``eval.json``), and a "How to use" section (the command line, the REST call,
+Python). ``--header-only`` rewrites just those two and keeps the rest of a card as it is
+(a card with hand-written notes appended, like the shipped one's).
+
     python -m model.card models/default [--train-dir work/train/cpu] [--bench work/bench/x.json]
+    python -m model.card models/default --header-only
 """
 
 from __future__ import annotations
@@ -21,8 +28,18 @@ from typing import Any
 
 from data.paths import data_dir, default_model_dir
 from model.decoding.options import DecodeOptions
-from model.net.checkpoint import load_checkpoint, model_from_checkpoint
-from model.release.bundle import DATA_REPORT, KNOWN_FILE
+from model.release.bundle import (
+    CONFIG_FILE,
+    DATA_REPORT,
+    KNOWN_FILE,
+    PROPOSER_CONFIG,
+    PROPOSER_WEIGHTS,
+    VOCAB_FILE,
+    WEIGHTS_FILE,
+    has_model,
+    missing_model,
+    model_meta,
+)
 from model.release.evaluate import BLEU_ORDERS, with_ci
 from model.training.hardware import hardware_description
 
@@ -211,7 +228,7 @@ def _count(n: Any) -> str:
 
 def proposer_section(bundle: Path, run_dir: Path | None) -> list[str]:
     """The bundle's proposer; ``run_dir``: its training run's folder, for time and pairs seen."""
-    meta = _read_checkpoint_meta(bundle, "proposer.pt")
+    meta = model_meta(bundle, proposer=True)
     if not meta:
         return []
     tr = training_summary(run_dir)
@@ -260,6 +277,173 @@ def data_section(report: dict[str, Any]) -> list[str]:
     return lines
 
 
+CARD_TAGS = ("couplet", "duilian", "chinese-poetry", "text2text-generation", "safetensors")
+SPLITS = {"full": "", "leakfree": ", its leak-free part"}
+HOW_TO_USE = "## How to use"
+
+
+def _yaml(value: str) -> str:
+    """A YAML scalar: a JSON string is a YAML double-quoted one."""
+    return json.dumps(value, ensure_ascii=False)
+
+
+def front_matter(ev: dict[str, Any], name: str = "duilian-default") -> list[str]:
+    """The card's YAML front matter, Hugging Face model-card metadata: license, language, tags,
+    the metrics' names, and a ``model-index`` with a result per test split of ``eval.json``
+    (BLEU-1/2/4 with their 95% intervals in the name, perplexity, hard-rule compliance)."""
+    lines = [
+        "---",
+        "license: agpl-3.0",
+        "language:",
+        "- zh",
+        "library_name: pytorch",
+        "pipeline_tag: text2text-generation",
+        "tags:",
+        *(f"- {tag}" for tag in CARD_TAGS),
+        "metrics:",
+        "- bleu",
+        "- perplexity",
+    ]
+    results: list[str] = []
+    for split, described in SPLITS.items():
+        figures = ev.get(split)
+        if not isinstance(figures, dict):
+            continue
+        metrics: list[tuple[str, str, Any]] = []
+        for n in BLEU_ORDERS:
+            if f"bleu{n}" in figures:
+                ci = figures.get(f"bleu{n}_ci95")
+                label = f"BLEU-{n}" + (f" (95% interval ± {ci})" if ci is not None else "")
+                metrics.append(("bleu", label, figures[f"bleu{n}"]))
+        if "perplexity" in figures:
+            metrics.append(("perplexity", "perplexity of the reference lines", figures["perplexity"]))
+        hard = _dig(figures, "rules_model", "hard_ok")
+        if hard is not None:
+            metrics.append(("accuracy", "hard-rule compliance of the top candidate, %", hard))
+        if not metrics:
+            continue
+        dataset = f"wb14123 couplet test set{described} ({figures.get('pairs', '?')} pairs)"
+        results += [
+            "  - task:",
+            "      type: text2text-generation",
+            f"      name: {_yaml('lower line of a couplet (对联下联)')}",
+            "    dataset:",
+            "      type: wb14123/couplet-dataset",
+            f"      name: {_yaml(dataset)}",
+            f"      config: {split}",
+            "      split: test",
+            "    metrics:",
+        ]
+        for kind, label, value in metrics:
+            results += [f"    - type: {kind}", f"      name: {_yaml(label)}", f"      value: {value}"]
+    if results:
+        lines += ["model-index:", f"- name: {name}", "  results:", *results]
+    return [*lines, "---", ""]
+
+
+def how_to_use(bundle: Path, where: str = "models/default") -> list[str]:
+    """The card's "How to use" section: the files, the command line, the REST call, Python;
+    ``where``: the bundle's folder as the commands name it."""
+    proposer = (bundle / PROPOSER_WEIGHTS).is_file()
+    model_arg = "" if where == "models/default" else f" --model {where}"
+    return [
+        HOW_TO_USE,
+        "",
+        "The bundle is this folder (SHA256SUMS lists the files the code reads):",
+        "",
+        f"- `{WEIGHTS_FILE}` and `{CONFIG_FILE}`: the encoder-decoder, fp16 weights in safetensors (the",
+        "  tied embedding stored once) and its configuration in JSON;",
+        *(
+            [
+                f"- `{PROPOSER_WEIGHTS}` and `{PROPOSER_CONFIG}`: the one-pass proposer (an encoder-only",
+                "  tagger), likewise;",
+            ]
+            if proposer
+            else []
+        ),
+        f"- `{VOCAB_FILE}`: the sentencepiece vocabulary (one piece a character) the models read;",
+        "- the tables the search and the site read (training-set fingerprints, known lower lines,",
+        "  pairing scores, 横批, blocked words).",
+        "",
+        "Install the project with its `serve` extra (`make setup`), then, from its folder:",
+        "",
+        "Command line:",
+        "",
+        "```console",
+        f"$ duilian generate 春风得意马蹄疾 -n 3{model_arg}",
+        f"$ duilian generate 春风得意马蹄疾 --locks __秋____ --json{model_arg}",
+        "```",
+        "",
+        f"REST API (`make serve`, or `python -m serve --model {where}`):",
+        "",
+        "```bash",
+        "curl -s localhost:8000/api/v1/generate -H 'content-type: application/json' \\",
+        """     -d '{"upper": "春风得意马蹄疾", "n": 5}'""",
+        "```",
+        "",
+        "Python (the service the site and the command line stand on; `Engine(SERVE_INT8, SERVE_RUNTIME)`",
+        "from `model.decoding.options` decodes as the site does, int8 on ONNX Runtime):",
+        "",
+        "```python",
+        "from pathlib import Path",
+        "",
+        "from duilian.inputs import make_query",
+        "from duilian.service import LoadedModel",
+        "",
+        f'model = LoadedModel.load(Path("{where}"))',
+        'answer = model.answer(make_query("春风得意马蹄疾", n=5))',
+        "for c in answer.candidates:",
+        "    print(c.text, c.rank_score, c.report.hard_ok)",
+        "```",
+        "",
+        "or the decoder alone (`model.release.bundle.load_bundle`, `model.decoding.decoder.Decoder`):",
+        "",
+        "```python",
+        "from model.decoding.decoder import Decoder",
+        "from model.decoding.options import DecodeOptions",
+        "from model.release.bundle import load_bundle",
+        "",
+        f'bundle = load_bundle("{where}")',
+        "decoder = Decoder(bundle.model, bundle.vocab, proposer=bundle.proposer, pairing=bundle.pairing)",
+        'for c in decoder.generate("春风得意马蹄疾", DecodeOptions(n_best=5)).candidates:',
+        "    print(c.text, c.score)",
+        "```",
+        "",
+    ]
+
+
+def with_header(card: str, bundle: Path) -> str:
+    """``card`` with its front matter and "How to use" section rendered again (added when it
+    has none: the front matter first, the section before the first ``## `` heading)."""
+    body = card
+    if body.startswith("---\n"):
+        end = body.find("\n---\n", 4)
+        if end >= 0:
+            body = body[end + len("\n---\n") :].lstrip("\n")
+    lines = body.split("\n")
+    if HOW_TO_USE in lines:  # drop the old section, up to the next heading of its level
+        start = lines.index(HOW_TO_USE)
+        stop = next((i for i in range(start + 1, len(lines)) if lines[i].startswith("## ")), len(lines))
+        lines = lines[:start] + lines[stop:]
+    at = next((i for i, line in enumerate(lines) if line.startswith("## ")), len(lines))
+    lines = lines[:at] + how_to_use(bundle) + lines[at:]
+    ev = _read_json(bundle / "eval.json")
+    return "\n".join([*front_matter(ev), *lines])
+
+
+def rewrite_header(bundle: Path) -> int:
+    """``--header-only``: the card's front matter and "How to use" rendered again in place."""
+    path = bundle / "MODEL_CARD.md"
+    try:
+        card = path.read_text(encoding="utf-8") if path.is_file() else ""
+        path.write_text(with_header(card, bundle), encoding="utf-8")
+    except (OSError, ValueError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    print(f"wrote the front matter and '{HOW_TO_USE[3:]}' of {path}")
+    return 0
+
+
 def render(
     bundle: Path,
     train_dir: Path | None,
@@ -269,11 +453,12 @@ def render(
     proposer_dir: Path | None = None,
 ) -> str:
     ev = _read_json(bundle / "eval.json")
-    meta = _read_checkpoint_meta(bundle)
+    meta = model_meta(bundle)
     size = bundle_size_mb(bundle)
     tr = training_summary(train_dir)
     cfg = meta.get("model_config", {})
     lines = [
+        *front_matter(ev),
         "# Model card: duilian default couplet model",
         "",
         "A character-level Transformer encoder-decoder that writes the lower line (下联) of a Chinese",
@@ -283,6 +468,7 @@ def render(
         "that license; the regulated-verse and primer pairs it also saw are MIT.",
         *KNOWN_NOTE * (bundle / KNOWN_FILE).is_file(),
         "",
+        *how_to_use(bundle),
         "## Architecture and size",
         "",
         f"- parameters: {meta.get('n_params', '–'):,}" if meta.get("n_params") else "- parameters: –",
@@ -324,18 +510,6 @@ def render(
     return "\n".join(lines) + "\n"
 
 
-def _read_checkpoint_meta(bundle: Path, name: str = "model.pt") -> dict[str, Any]:
-    """Config, step and parameter count from a checkpoint of the bundle."""
-    path = bundle / name
-    if not path.is_file():
-        return {}
-    ckpt = load_checkpoint(path)
-    meta = {k: v for k, v in ckpt.items() if k not in ("state_dict", "vocab", "optimizer")}
-    # the state dict repeats tied weights: count the module's own
-    meta["n_params"] = model_from_checkpoint(ckpt).num_parameters()
-    return meta
-
-
 def write_card(
     bundle: Path, train_dir: Path | None, report: Path, bench: Path | None = None, hardware: str | None = None
 ) -> Path:
@@ -364,14 +538,22 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--proposer-dir", type=Path, help="the proposer's training run (default: <train-dir>/proposer)"
     )
     p.add_argument("--extra", type=Path, help="Markdown appended to the card (notes, limitations)")
+    p.add_argument(
+        "--header-only",
+        action="store_true",
+        help="rewrite only the card's YAML front matter (from eval.json) and its 'How to use' section, "
+        "keeping the rest of MODEL_CARD.md as it is",
+    )
     return p.parse_args(argv)
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    if not (args.bundle / "model.pt").is_file():
-        print(f"error: no model bundle at {args.bundle}", file=sys.stderr)
+    if not has_model(args.bundle):
+        print(f"error: {missing_model(args.bundle)}", file=sys.stderr)
         return 2
+    if args.header_only:
+        return rewrite_header(args.bundle)
     given = {"--train-dir": args.train_dir, "--report": args.report, "--bench": args.bench}
     given |= {"--proposer-dir": args.proposer_dir, "--extra": args.extra}
     missing = [f"{flag} {path}" for flag, path in given.items() if path is not None and not path.exists()]

@@ -20,6 +20,7 @@ from typing import Any
 
 import torch
 from sacrebleu.metrics import BLEU
+from tqdm import tqdm
 
 from data.pairing import PairingTable
 from data.paths import data_dir, default_model_dir, work_dir
@@ -30,7 +31,7 @@ from model.decoding.decoder import Decoder
 from model.decoding.options import MAX_CANDIDATES, RUNTIMES, SERVE_INT8, SERVE_RUNTIME, DecodeOptions, Runtime
 from model.net.checkpoint import CoupletModel, load_model
 from model.net.checkpoint import load_proposer as checkpoint_proposer
-from model.release.bundle import MODEL_FILE, load_bundle
+from model.release.bundle import load_bundle, load_models, verify_bundle
 from model.training.greedy import greedy
 from model.training.pairs import PairData, read_tsv
 from model.training.scoring import mean_nll
@@ -123,12 +124,22 @@ def make_decoder(
     int8: bool = SERVE_INT8,
     runtime: Runtime = SERVE_RUNTIME,
     pairing: PairingTable | None = None,
+    progress: bool | None = None,
+    desc: str = "decoding the test set",
 ) -> Decode:
     """Top candidate of ``model.decoding.decoder.Decoder`` (or plain greedy decoding when asked),
     with a ``proposer`` (an encoder-only tagger) beside the model; ``int8``: quantised copies;
-    ``runtime``: what runs them (model.decoding.options.RUNTIMES)."""
+    ``runtime``: what runs them (model.decoding.options.RUNTIMES). ``progress``: a tqdm bar of
+    the lines decoded on stderr (None: when stderr is a terminal), named ``desc``."""
     if use_greedy:
-        return lambda uppers: greedy(model, vocab, uppers)
+
+        def plain(uppers: list[str]) -> list[str]:
+            with bar(len(uppers), progress, desc) as shown:
+                out = greedy(model, vocab, uppers)
+                shown.update(len(uppers))
+            return out
+
+        return plain
     decoder = Decoder(model, vocab, int8=int8, proposer=proposer, runtime=runtime, pairing=pairing)
 
     def one(upper: str) -> str:
@@ -141,17 +152,25 @@ def make_decoder(
 
     def top(uppers: list[str]) -> list[str]:
         out: list[str] = []
-        for i in range(0, len(uppers), 64):
-            chunk = uppers[i : i + 64]
-            try:
-                results = decoder.generate_batch(chunk, options)
-            except ValueError:  # one impossible line: decode this chunk line by line
-                out.extend(one(u) for u in chunk)
-                continue
-            out.extend(r.candidates[0].text if r.candidates else "" for r in results)
+        with bar(len(uppers), progress, desc) as shown:
+            for i in range(0, len(uppers), 64):
+                chunk = uppers[i : i + 64]
+                try:
+                    results = decoder.generate_batch(chunk, options)
+                except ValueError:  # one impossible line: decode this chunk line by line
+                    out.extend(one(u) for u in chunk)
+                else:
+                    out.extend(r.candidates[0].text if r.candidates else "" for r in results)
+                shown.update(len(chunk))
         return out
 
     return top
+
+
+def bar(total: int, progress: bool | None, desc: str) -> tqdm:
+    """tqdm's bar of ``total`` lines on stderr; ``progress`` None: only on a terminal."""
+    hidden = None if progress is None else not progress  # tqdm's None: hidden unless a terminal
+    return tqdm(total=total, desc=desc, unit="line", file=sys.stderr, disable=hidden)
 
 
 def read_flags(path: Path, n: int) -> list[bool] | None:
@@ -175,11 +194,14 @@ def evaluate_files(
     n_bootstrap: int = BOOTSTRAP,
     lines_out: list[tuple[str, str]] | None = None,
     pairing: PairingTable | None = None,
+    progress: bool | None = None,
+    desc: str = "decoding the test set",
 ) -> dict[str, Any]:
     """Decode the test set once; score it whole and its leak-free part (perplexity is the
     model's; a ``proposer`` is the tagger the decoder uses, see ``DecodeOptions``;
     ``n_bootstrap``: resamples for BLEU's confidence intervals, 0 for none; ``lines_out``, a
-    list, receives (reference, top candidate) for each line, for a paired comparison)."""
+    list, receives (reference, top candidate) for each line, for a paired comparison;
+    ``progress``: a bar of the lines decoded on stderr, named ``desc``, None: on a terminal)."""
     tone_mode = getattr(options, "tone_mode", "modern")
     test_path = folder / "test.tsv"
     if not test_path.is_file():
@@ -187,7 +209,9 @@ def evaluate_files(
     test = read_tsv(test_path)[: limit or None]
     if not test:
         raise ValueError(f"no test pairs (upper<TAB>lower lines) in {test_path}")
-    decode = make_decoder(model.eval(), vocab, options, use_greedy, proposer, int8, runtime, pairing)
+    decode = make_decoder(
+        model.eval(), vocab, options, use_greedy, proposer, int8, runtime, pairing, progress, desc
+    )
     hyps = decode([u for u, _ in test])
     if lines_out is not None:
         lines_out.extend(zip([lo for _, lo in test], hyps, strict=True))
@@ -268,7 +292,15 @@ def load_any(path: Path) -> tuple[Any, Vocab, Any, PairingTable | None]:
 
 def load_proposer(path: Path, vocab: Vocab) -> Any:
     """An encoder-only tagger from a checkpoint (or a bundle's model), on the same vocabulary."""
-    return checkpoint_proposer(path / MODEL_FILE if path.is_dir() else path, vocab)
+    if not path.is_dir():
+        return checkpoint_proposer(path, vocab)
+    verify_bundle(path)
+    model, its_vocab, _, _ = load_models(path)
+    if model.cfg.kind != "tagger":
+        raise ValueError(f"{path}: a proposer must be an encoder-only tagger, not a {model.cfg.kind} model")
+    if its_vocab.to_bytes() != vocab.to_bytes():
+        raise ValueError(f"{path}: the proposer's vocabulary differs from the model's")
+    return model
 
 
 def decode_options(args: argparse.Namespace) -> Any:
@@ -506,6 +538,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         default=BOOTSTRAP,
         help=f"resamples for BLEU's 95%% confidence intervals (default {BOOTSTRAP}; 0: none)",
     )
+    p.add_argument(
+        "--progress",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="a progress bar of the lines decoded, on stderr (default: when stderr is a terminal)",
+    )
     return p.parse_args(argv)
 
 
@@ -530,7 +568,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.proposer is not None:
             proposer = load_proposer(args.proposer, vocab)
         if args.fast and proposer is None:
-            raise ValueError("--fast needs a proposer: a bundle with proposer.pt, or --proposer PATH")
+            raise ValueError("--fast needs a proposer: a bundle with one, or --proposer PATH")
         if args.no_proposer or args.greedy:
             proposer = None
         train_path = folder / "train.tsv"
@@ -554,11 +592,16 @@ def main(argv: list[str] | None = None) -> int:
             others.append((f"model {path}", other, other_proposer, other_pairing, options))
 
         def run(
-            m: Any, prop: Any, table: PairingTable | None, opts: Any, lines: list[tuple[str, str]]
+            m: Any,
+            prop: Any,
+            table: PairingTable | None,
+            opts: Any,
+            lines: list[tuple[str, str]],
+            desc: str = "decoding the test set",
         ) -> dict[str, Any]:
             return evaluate_files(
                 m, vocab, folder, args.limit, lowers, opts, args.greedy, prop, args.int8, args.runtime,
-                args.bootstrap, lines, table,
+                args.bootstrap, lines, table, args.progress, desc,
             )  # fmt: skip
 
         try:  # made before the decode, so a folder that cannot be made fails at once, not after it
@@ -571,7 +614,7 @@ def main(argv: list[str] | None = None) -> int:
         asked_stats = line_stats(refs, [hyp for _, hyp in asked]) if others and args.bootstrap > 1 else {}
         for label, other, other_proposer, other_pairing, other_options in others:
             lines: list[tuple[str, str]] = []
-            summary_of = run(other, other_proposer, other_pairing, other_options, lines)["summary"]
+            summary_of = run(other, other_proposer, other_pairing, other_options, lines, label)["summary"]
             hyps = [hyp for _, hyp in lines]
             paired = paired_bleu(asked_stats, line_stats(refs, hyps), args.bootstrap) if asked_stats else {}
             summary_of.update({f"full_{k}": v for k, v in paired.items()})

@@ -23,7 +23,7 @@ from model.decoding.options import DecodeOptions
 from model.net.checkpoint import load_checkpoint, load_model
 from model.release.bundle import export_bundle, install_bundle
 from model.release.card import write_card
-from model.release.evaluate import evaluate_files
+from model.release.evaluate import BLEU_ORDERS, evaluate_files, with_ci
 from model.training.errors import UsageError
 from model.training.pack import DEVICE_FILE, PROPOSER_DIR, is_packed, unpack
 from model.training.pairs import load_data
@@ -106,12 +106,15 @@ def finish(
                         DecodeOptions(fast=True),
                         proposer=proposer,
                         pairing=pairing,
+                        desc="decoding the test set, fast mode",
                     )
                     ev["fast_mode"] = fast["summary"]
                 except Exception as e:
                     print(f"warning: fast-mode evaluation failed ({type(e).__name__}: {e})")
             (out / "eval.json").write_text(json.dumps(ev, ensure_ascii=False, indent=1), encoding="utf-8")
+    plot = out / "plot.png"
     if spec.no_export:
+        print(headline(spec.preset, ev, None, plot, spec.no_eval))
         return
     data_card, report = folder / "DATA_CARD.md", folder / "report.json"
     hashes, longest = sensitive_hashes()
@@ -135,9 +138,44 @@ def finish(
         proposer_meta=proposer_meta,
     )
     write_card(bundle, out, report, hardware=spec.hardware)
-    print(f"bundle written to {bundle} ({sum(p.stat().st_size for p in bundle.iterdir()) / 2**20:.1f} MiB)")
-    if spec.ship:
-        print(f"shipped to {install_bundle(bundle, default_model_dir())}")
+    shipped = install_bundle(bundle, default_model_dir()) if spec.ship else None
+    print(headline(spec.preset, ev, bundle, plot, spec.no_eval, shipped))
+
+
+def headline(
+    preset: str,
+    ev: dict[str, Any],
+    bundle: Path | None,
+    plot: Path,
+    no_eval: bool = False,
+    shipped: Path | None = None,
+) -> str:
+    """What `make train` prints last: the test set's perplexity and BLEU-1/2/4 with their 95%
+    intervals (the full test set and its leak-free part), and where the bundle, its card and
+    the training plot are."""
+    lines = [f"== make train: preset {preset} done =="]
+    splits = [(name, ev[key]) for key, name in (("full", "full"), ("leakfree", "leak-free")) if key in ev]
+    if not splits:
+        why = "--no-eval" if no_eval else "the evaluation failed, see above"
+        lines.append(f"test set: no figures ({why})")
+    for name, figures in splits:
+        bleu = " / ".join(with_ci(figures, f"bleu{n}") for n in BLEU_ORDERS)
+        lines.append(
+            f"test set, {name} ({figures['pairs']:,} pairs): perplexity {figures['perplexity']}, "
+            f"BLEU-1/2/4 {bleu}"
+        )
+    if any(f"bleu{n}_ci95" in figures for _, figures in splits for n in BLEU_ORDERS):
+        lines.append("(± is half the width of BLEU's 95% bootstrap interval)")
+    if bundle is None:
+        lines.append("bundle: none (--no-export)")
+    else:
+        size = sum(p.stat().st_size for p in bundle.iterdir() if p.is_file()) / 1e6
+        over = " (over the 40 MB budget!)" if size > 40 else ""
+        lines += [f"bundle: {bundle} ({size:.1f} MB{over})", f"card:   {bundle / 'MODEL_CARD.md'}"]
+    lines.append(f"plot:   {plot}" if plot.is_file() else "plot:   none (no training log)")
+    if shipped is not None:
+        lines.append(f"shipped to {shipped}")
+    return "\n".join(lines)
 
 
 def finish_run(args: argparse.Namespace) -> Path:

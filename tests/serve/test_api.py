@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 import sys
@@ -305,20 +306,29 @@ def start_serve(bundle: Path, tmp_path: Path) -> subprocess.CompletedProcess[str
 def test_serve_refuses_a_bundle_whose_proposer_will_not_load(
     tmp_path: Path, bundle_a: Path, proposer: str
 ) -> None:
-    from model.release.bundle import MODEL_FILE, PROPOSER_FILE, write_manifest
+    from model.release.bundle import (
+        CONFIG_FILE,
+        PROPOSER_CONFIG,
+        PROPOSER_WEIGHTS,
+        WEIGHTS_FILE,
+        write_manifest,
+    )
 
     bundle = tmp_path / "bundle"
     shutil.copytree(bundle_a, bundle)
-    if proposer == "junk":
-        (bundle / PROPOSER_FILE).write_bytes(b"PK\x03\x04 truncated")
-        says = "not a checkpoint"
+    if proposer == "junk":  # a tagger's configuration, weights that are not safetensors
+        config = json.loads((bundle / CONFIG_FILE).read_text(encoding="utf-8")) | {"kind": "tagger"}
+        (bundle / PROPOSER_CONFIG).write_text(json.dumps(config), encoding="utf-8")
+        (bundle / PROPOSER_WEIGHTS).write_bytes(b"\x10\x00\x00\x00\x00\x00\x00\x00{truncated")
+        says, named = "not a safetensors file", PROPOSER_WEIGHTS
     else:  # an encoder-decoder where the tagger belongs
-        shutil.copy(bundle / MODEL_FILE, bundle / PROPOSER_FILE)
-        says = "must be an encoder-only tagger"
+        shutil.copy(bundle / WEIGHTS_FILE, bundle / PROPOSER_WEIGHTS)
+        shutil.copy(bundle / CONFIG_FILE, bundle / PROPOSER_CONFIG)
+        says, named = "must be an encoder-only tagger", PROPOSER_CONFIG
     write_manifest(bundle)  # made so, not damaged afterwards: the sums match
     r = start_serve(bundle, tmp_path)
     assert r.returncode == 2, r.stderr
-    assert says in r.stderr and "proposer.pt" in r.stderr and "Traceback" not in r.stderr
+    assert says in r.stderr and named in r.stderr and "Traceback" not in r.stderr
 
 
 def test_serve_refuses_a_bundle_whose_known_lines_will_not_load(tmp_path: Path, bundle_a: Path) -> None:
@@ -333,11 +343,13 @@ def test_serve_refuses_a_bundle_whose_known_lines_will_not_load(tmp_path: Path, 
     assert KNOWN_FILE in r.stderr and "not an lzma file" in r.stderr and "Traceback" not in r.stderr
 
 
-@pytest.mark.parametrize("damaged", ["model.pt", "proposer.pt", "sensitive.npy"])
+@pytest.mark.parametrize(
+    "damaged", ["model.safetensors", "config.json", "spm.model", "proposer.safetensors", "sensitive.npy"]
+)
 def test_serve_refuses_a_bundle_that_differs_from_its_sums(
     tmp_path: Path, vocab: Vocab, damaged: str
 ) -> None:
-    """4 KiB of random bytes inside a file of the bundle (model.pt would load and serve):
+    """4 KiB of random bytes inside a file of the bundle (the weights would load and serve):
     the start-up stops with one line naming the file, exit status 2, no traceback."""
     import random
 

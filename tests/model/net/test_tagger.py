@@ -23,7 +23,7 @@ from model.net.batch import collate
 from model.net.checkpoint import build_model, load_model
 from model.net.tagger import CoupletTagger
 from model.net.transformer import BOS_ID, EOS_ID, PAD_ID, CoupletTransformer, ModelConfig
-from model.release.bundle import PROPOSER_FILE, export_bundle, load_bundle
+from model.release.bundle import PROPOSER_WEIGHTS, export_bundle, load_bundle, model_meta
 from model.release.card import render, training_summary
 from model.train import main
 from model.training.greedy import greedy
@@ -270,7 +270,7 @@ def test_tagger_alone_decodes_under_the_rules(dvocab: Vocab) -> None:
 def test_bundle_carries_the_proposer(tmp_path: Path, dvocab: Vocab) -> None:
     s2s, tagger = random_models(dvocab)
     out = export_bundle(tmp_path / "b", s2s, dvocab, proposer=tagger, train_uppers=["春风得意"])
-    assert (out / PROPOSER_FILE).is_file()
+    assert (out / PROPOSER_WEIGHTS).is_file()
     bundle = load_bundle(out)
     assert isinstance(bundle.proposer, CoupletTagger)
     for a, b in zip(tagger.state_dict().values(), bundle.proposer.state_dict().values(), strict=True):
@@ -297,7 +297,7 @@ def test_tiny_tagger_memorises_pairs_and_is_bundled_as_proposer(
     assert isinstance(bundle.proposer, CoupletTagger)
     # the bundled proposer keeps its run's step and best validation figure, which the card shows
     _, _, tagger_meta = load_model(tmp_path / "tagger" / "best.pt")
-    _, _, bundled_meta = load_model(tmp_path / "s2s" / "bundle" / PROPOSER_FILE)
+    bundled_meta = model_meta(tmp_path / "s2s" / "bundle", proposer=True)
     assert tagger_meta["best_valid"] is not None
     assert (bundled_meta["step"], bundled_meta["best_valid"]) == (
         tagger_meta["step"],

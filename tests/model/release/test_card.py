@@ -114,3 +114,120 @@ def test_a_bundle_keeps_the_counts_of_its_own_data(tmp_path, monkeypatch):
     assert "123 training pairs" in card and "999" not in card
     assert main([str(bundle), "--report", str(now / "report.json")]) == 0  # asked for: used
     assert "999 training pairs" in (bundle / "MODEL_CARD.md").read_text()
+
+
+def small_bundle(tmp_path, ev, proposer=True):
+    from data.vocab import Vocab
+    from model.net.tagger import CoupletTagger
+    from model.net.transformer import CoupletTransformer, ModelConfig
+    from model.release.bundle import export_bundle
+
+    lines = ["春风得意马蹄疾", "秋雨无声雁影孤", "明月松间照", "清泉石上流"] * 3
+    vocab = Vocab.train(lines, tmp_path / "spm")
+    model = CoupletTransformer(ModelConfig(vocab_size=len(vocab), d_model=32, n_heads=2, d_ff=64))
+    tagger = CoupletTagger(ModelConfig(vocab_size=len(vocab), d_model=32, n_heads=2, d_ff=64, kind="tagger"))
+    return export_bundle(
+        tmp_path / "bundle", model, vocab, proposer=tagger if proposer else None, eval_result=ev, step=7
+    )
+
+
+EVAL = {
+    "full": {
+        "pairs": 4000, "bleu1": 19.75, "bleu1_ci95": 0.42, "bleu2": 9.62, "bleu2_ci95": 0.41, "bleu4": 3.21,
+        "bleu4_ci95": 0.32, "perplexity": 42.66, "rules_model": {"hard_ok": 100.0},
+        "rules_human": {"hard_ok": 98.9},
+    },
+    "leakfree": {
+        "pairs": 2658, "bleu1": 21.0, "bleu2": 10.37, "bleu4": 3.47, "perplexity": 40.81,
+        "rules_model": {"hard_ok": 99.5}, "rules_human": {"hard_ok": 98.57},
+    },
+}  # fmt: skip
+
+
+def front_matter(card: str) -> dict:
+    import yaml
+
+    assert card.startswith("---\n")
+    head, _, body = card[4:].partition("\n---\n")
+    assert body.lstrip().startswith("# Model card")
+    return yaml.safe_load(head)
+
+
+def test_card_opens_with_model_card_metadata_from_eval_json(tmp_path):
+    """The front matter is Hugging Face model-card metadata: license, language, tags, and a
+    model-index whose figures are eval.json's, per test split, intervals in the names."""
+    bundle = small_bundle(tmp_path, EVAL)
+    assert main([str(bundle)]) == 0
+    meta = front_matter((bundle / "MODEL_CARD.md").read_text(encoding="utf-8"))
+    assert meta["license"] == "agpl-3.0" and meta["language"] == ["zh"]
+    assert {"couplet", "safetensors"} <= set(meta["tags"]) and meta["metrics"] == ["bleu", "perplexity"]
+    (index,) = meta["model-index"]
+    full, leakfree = index["results"]
+    assert full["dataset"]["config"] == "full" and "4000 pairs" in full["dataset"]["name"]
+    assert leakfree["dataset"]["config"] == "leakfree" and "2658 pairs" in leakfree["dataset"]["name"]
+    got = {(m["type"], m["name"]): m["value"] for m in full["metrics"]}
+    assert got == {
+        ("bleu", "BLEU-1 (95% interval ± 0.42)"): 19.75,
+        ("bleu", "BLEU-2 (95% interval ± 0.41)"): 9.62,
+        ("bleu", "BLEU-4 (95% interval ± 0.32)"): 3.21,
+        ("perplexity", "perplexity of the reference lines"): 42.66,
+        ("accuracy", "hard-rule compliance of the top candidate, %"): 100.0,
+    }
+    assert [m["value"] for m in leakfree["metrics"]] == [21.0, 10.37, 3.47, 40.81, 99.5]
+    # without figures (trained with --no-eval) the metadata has no model-index
+    (bundle / "eval.json").write_text("{}")
+    assert main([str(bundle)]) == 0
+    meta = front_matter((bundle / "MODEL_CARD.md").read_text(encoding="utf-8"))
+    assert meta["license"] == "agpl-3.0" and "model-index" not in meta
+
+
+def test_how_to_use_runs_as_written(tmp_path):
+    """The card's Python snippets and command line, run on a bundle as the card gives them."""
+    import os
+    import re
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from model.release.card import how_to_use
+
+    root = Path(__file__).resolve().parents[3]
+    bundle = small_bundle(tmp_path, {})
+    text = "\n".join(how_to_use(bundle, where=str(bundle)))
+    assert "proposer.safetensors" in text and "spm.model" in text and "curl -s localhost:8000" in text
+    env = {**os.environ, "PYTHONPATH": str(root), "OMP_NUM_THREADS": "1"}
+    snippets = re.findall(r"```python\n(.*?)```", text, re.S)
+    assert len(snippets) == 2
+    for code in snippets:
+        done = subprocess.run(
+            [sys.executable, "-c", code], cwd=root, env=env, capture_output=True, text=True, timeout=300
+        )
+        assert done.returncode == 0, done.stderr
+        assert len(done.stdout.splitlines()) == 5 and all(" " in line for line in done.stdout.splitlines())
+    (console,) = re.findall(r"```console\n(.*?)```", text, re.S)
+    first = console.splitlines()[0].removeprefix("$ duilian ").split()
+    cache = ["--graph-cache", str(tmp_path / "onnx")]
+    done = subprocess.run(
+        [sys.executable, "-m", "duilian", *first, *cache],
+        cwd=root, env=env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0 and "春风得意马蹄疾" in done.stdout, done.stderr
+    shipped = "\n".join(how_to_use(bundle))  # the shipped folder is the command line's default
+    assert "$ duilian generate 春风得意马蹄疾 -n 3\n" in shipped and 'Path("models/default")' in shipped
+
+
+def test_header_only_keeps_the_rest_of_the_card(tmp_path, capsys):
+    bundle = small_bundle(tmp_path, EVAL, proposer=False)
+    written = "# Model card: duilian default couplet model\n\nIntro.\n\n"
+    written += "## Training\n\n- notes\n\n## Notes\n\nkept\n"
+    (bundle / "MODEL_CARD.md").write_text(written, encoding="utf-8")
+    assert main([str(bundle), "--header-only"]) == 0
+    card = (bundle / "MODEL_CARD.md").read_text(encoding="utf-8")
+    assert front_matter(card)["model-index"][0]["results"][0]["metrics"][0]["value"] == 19.75
+    body = card.partition("\n---\n")[2]
+    assert body.index("Intro.") < body.index("## How to use") < body.index("## Training")
+    assert body.endswith("## Training\n\n- notes\n\n## Notes\n\nkept\n")
+    assert "proposer.safetensors" not in body  # a bundle without a proposer
+    assert main([str(bundle), "--header-only"]) == 0  # again: the same card, not a second header
+    assert (bundle / "MODEL_CARD.md").read_text(encoding="utf-8") == card
+    assert "How to use" in capsys.readouterr().out

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import json
 import logging
 import os
 import random
@@ -13,6 +14,7 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
+from safetensors.torch import load_file
 
 from data.banners import BANNERS_FILE
 from data.pairing import PairingTable
@@ -23,25 +25,34 @@ from model.net.checkpoint import (
     CorruptCheckpoint,
     load_checkpoint,
     load_model,
+    make_checkpoint,
     save,
     save_checkpoint,
     verified,
 )
 from model.net.transformer import CoupletTransformer, ModelConfig
 from model.release.bundle import (
+    CONFIG_FILE,
     DOC_FILES,
     FINGERPRINTS_FILE,
     KNOWN_FILE,
+    LEGACY_FILES,
     MANIFEST_FILE,
     MODEL_CARD,
     MODEL_FILE,
     PAIRING_FILE,
     PAYLOAD_FILES,
+    PROPOSER_CONFIG,
     PROPOSER_FILE,
+    PROPOSER_WEIGHTS,
+    VOCAB_FILE,
+    WEIGHTS_FILE,
     BundleError,
+    convert_bundle,
     export_bundle,
     file_sha256,
     install_bundle,
+    is_legacy,
     load_bundle,
     read_manifest,
     verify_bundle,
@@ -107,8 +118,17 @@ def test_bundle_round_trip(tmp_path, vocab: Vocab, pairs) -> None:
     assert np.array_equal(b.sensitive_hashes, sens)
     assert b.meta["sensitive_max_len"] == 2
     assert b.meta["step"] == 3
-    raw = load_checkpoint(out / "model.pt")
-    assert all(v.dtype == torch.float16 for v in raw["state_dict"].values() if v.is_floating_point())
+    assert not (out / MODEL_FILE).exists()
+    raw = load_file(out / WEIGHTS_FILE)  # the weights in fp16, the tied table stored once
+    assert all(v.dtype == torch.float16 for v in raw.values() if v.is_floating_point())
+    assert "embed.weight" in raw and "tgt_embed.weight" not in raw and "head.weight" not in raw
+    assert set(raw) | {"tgt_embed.weight", "head.weight"} == set(model.state_dict())
+    config = json.loads((out / CONFIG_FILE).read_text(encoding="utf-8"))
+    assert ModelConfig.from_dict(config) == model.cfg and config["architectures"] == ["CoupletTransformer"]
+    assert config["tied_weights"] == {"tgt_embed.weight": "embed.weight", "head.weight": "embed.weight"}
+    assert config["training"] == {"step": 3, "best_valid": None, "sensitive_max_len": 2}
+    assert (out / VOCAB_FILE).read_bytes() == vocab.to_bytes()  # the sentencepiece file as it is
+    assert Vocab.from_file(out / VOCAB_FILE).encode("明月松间照") == vocab.encode("明月松间照")
     src = torch.tensor([vocab.encode("明月松间照")])
     tgt = torch.tensor([[vocab.bos_id, *vocab.encode("清泉石上流")]])
     with torch.no_grad():
@@ -241,12 +261,14 @@ def test_bundle_manifest_lists_the_payload_and_refuses_a_damaged_file(tmp_path, 
         tmp_path / "bundle", vocab, pairs, banners=phrases, data_report={"pairs": 3}, blocked=blocked
     )
     written = {p.name for p in out.iterdir()}
-    assert written == {*PAYLOAD_FILES, *DOC_FILES, MANIFEST_FILE}  # a new file is payload or a document
-    assert read_manifest(out) == {name: file_sha256(out / name) for name in PAYLOAD_FILES}
+    payload = set(PAYLOAD_FILES) - set(LEGACY_FILES)  # new bundles hold no .pt files
+    assert written == {*payload, *DOC_FILES, MANIFEST_FILE}  # a new file is payload or a document
+    assert read_manifest(out) == {name: file_sha256(out / name) for name in payload}
     assert verify_bundle(out)
     (out / MODEL_CARD).write_text("# a card written again", encoding="utf-8")  # documents are free
     load_bundle(out)
-    for name in (MODEL_FILE, PROPOSER_FILE, FINGERPRINTS_FILE):
+    names = (WEIGHTS_FILE, CONFIG_FILE, VOCAB_FILE, PROPOSER_WEIGHTS, PROPOSER_CONFIG, FINGERPRINTS_FILE)
+    for name in names:
         good = (out / name).read_bytes()
         middle = len(good) // 2
         (out / name).write_bytes(good[:middle] + random.Random(2).randbytes(64) + good[middle + 64 :])
@@ -263,9 +285,9 @@ def test_bundle_payload_must_be_listed_and_old_bundles_load_with_a_warning(
     tmp_path, vocab: Vocab, pairs, caplog: pytest.LogCaptureFixture
 ) -> None:
     out = export_bundle(tmp_path / "bundle", make_model(vocab), vocab, train_uppers=["x"])
-    shutil.copy(out / MODEL_FILE, out / "stray.pt")  # not a bundle file: ignored
+    shutil.copy(out / WEIGHTS_FILE, out / "stray.safetensors")  # not a bundle file: ignored
     load_bundle(out)
-    shutil.copy(out / MODEL_FILE, out / PAIRING_FILE)  # a payload file nobody listed
+    shutil.copy(out / WEIGHTS_FILE, out / PAIRING_FILE)  # a payload file nobody listed
     with pytest.raises(BundleError, match=r"pairing\.npz: not listed in SHA256SUMS"):
         load_bundle(out)
     (out / PAIRING_FILE).unlink()
@@ -289,11 +311,11 @@ def test_the_manifest_command_writes_and_checks(tmp_path, vocab: Vocab, pairs) -
 
     assert command("--check", str(out)).returncode == 1
     wrote = command("--write-manifest", str(out))
-    assert wrote.returncode == 0 and "6 files" in wrote.stdout, wrote.stderr
+    assert wrote.returncode == 0 and "9 files" in wrote.stdout, wrote.stderr
     assert command("--check", str(out)).returncode == 0
-    shutil.copy(out / MODEL_FILE, out / PROPOSER_FILE)
+    shutil.copy(out / WEIGHTS_FILE, out / PROPOSER_WEIGHTS)
     r = command("--check", str(out))
-    assert r.returncode == 1 and "proposer.pt: damaged or replaced" in r.stderr
+    assert r.returncode == 1 and "proposer.safetensors: damaged or replaced" in r.stderr
     assert r.stderr.count("\n") == 1 and "Traceback" not in r.stderr
     if shutil.which("sha256sum"):  # the coreutils tool reads the same file
         assert subprocess.run(["sha256sum", "--quiet", "-c", MANIFEST_FILE], cwd=out).returncode == 1
@@ -309,3 +331,106 @@ def test_install_refuses_a_bundle_that_differs_from_its_manifest(tmp_path, vocab
         install_bundle(out, tmp_path / "default")
     assert load_bundle(installed).meta["step"] == 1  # the installed one untouched
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bundle", "default"]
+
+
+def legacy_bundle(out: Path, vocab: Vocab, pairs: list[tuple[str, str]]) -> Path:
+    """A bundle as export_bundle wrote them before safetensors: model.pt and proposer.pt
+    (fp16 checkpoints with the vocabulary inside), no config.json, no spm.model."""
+    out = export_small(out, vocab, pairs, step=5, best_valid=2.5, preset="tiny", sensitive_max_len=3)
+    b = load_bundle(out, torch.float16)
+    assert b.proposer is not None
+    meta = {"preset": "tiny", "sensitive_max_len": 3}
+    save_checkpoint(make_checkpoint(b.model, vocab, 5, 2.5, half=True, **meta), out / MODEL_FILE)
+    save_checkpoint(make_checkpoint(b.proposer, vocab, 0, None, half=True), out / PROPOSER_FILE)
+    for name in (WEIGHTS_FILE, CONFIG_FILE, VOCAB_FILE, PROPOSER_WEIGHTS, PROPOSER_CONFIG):
+        (out / name).unlink()
+    write_manifest(out)
+    return out
+
+
+def fp16_states(b: Any) -> list[dict[str, torch.Tensor]]:
+    return [m.half().state_dict() for m in (b.model, b.proposer)]
+
+
+def test_a_bundle_of_pt_files_still_loads_and_converts_bit_for_bit(tmp_path, vocab: Vocab, pairs) -> None:
+    out = legacy_bundle(tmp_path / "bundle", vocab, pairs)
+    assert is_legacy(out) and set(read_manifest(out) or {}) >= {MODEL_FILE, PROPOSER_FILE}
+    old = load_bundle(out)
+    assert old.meta["step"] == 5 and old.meta["preset"] == "tiny" and old.proposer is not None
+    before = fp16_states(old)
+    stray = out / "stray.txt"
+    stray.write_text("kept")
+    written = convert_bundle(out)
+    assert written == [VOCAB_FILE, WEIGHTS_FILE, CONFIG_FILE, PROPOSER_WEIGHTS, PROPOSER_CONFIG]
+    names = {p.name for p in out.iterdir()}
+    assert not names & set(LEGACY_FILES) and set(written) <= names and stray.read_text() == "kept"
+    assert set(read_manifest(out) or {}) == (set(PAYLOAD_FILES) - set(LEGACY_FILES)) & names
+    new = load_bundle(out)
+    assert not is_legacy(out) and verify_bundle(out)
+    assert {k: new.meta[k] for k in ("step", "best_valid", "preset", "sensitive_max_len")} == {
+        "step": 5, "best_valid": 2.5, "preset": "tiny", "sensitive_max_len": 3
+    }  # fmt: skip
+    assert new.vocab.to_bytes() == old.vocab.to_bytes()
+    assert new.meta["model_config"] == old.meta["model_config"]
+    for a, b in zip(before, fp16_states(new), strict=True):
+        assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bundle"]  # no temporary folder left
+    with pytest.raises(BundleError, match="already in the safetensors layout"):
+        convert_bundle(out)
+
+
+def test_convert_refuses_a_damaged_bundle_and_changes_nothing(tmp_path, vocab: Vocab, pairs) -> None:
+    out = legacy_bundle(tmp_path / "bundle", vocab, pairs)
+    good = (out / PROPOSER_FILE).read_bytes()
+    middle = len(good) // 2
+    (out / PROPOSER_FILE).write_bytes(good[:middle] + random.Random(3).randbytes(64) + good[middle + 64 :])
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    with pytest.raises(BundleError, match=r"proposer\.pt: damaged or replaced"):
+        convert_bundle(out)
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bundle"]
+
+
+def test_the_convert_command(tmp_path, vocab: Vocab, pairs) -> None:
+    out = legacy_bundle(tmp_path / "bundle", vocab, pairs)
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    argv = [sys.executable, "-m", "model.release.bundle", "--convert", str(out)]
+    r = subprocess.run(argv, capture_output=True, text=True, env=env, cwd=ROOT, timeout=120)
+    assert r.returncode == 0 and "converted" in r.stdout and WEIGHTS_FILE in r.stdout, r.stderr
+    assert not is_legacy(out) and verify_bundle(out)
+    again = subprocess.run(argv, capture_output=True, text=True, env=env, cwd=ROOT, timeout=120)
+    assert again.returncode == 1 and "already in the safetensors layout" in again.stderr
+    assert again.stderr.count("\n") == 1 and "Traceback" not in again.stderr
+    empty = subprocess.run([*argv[:-1], str(tmp_path / "none")], capture_output=True, text=True, env=env)
+    assert empty.returncode == 2 and "no model bundle" in empty.stderr and "Traceback" not in empty.stderr
+
+
+def test_the_weights_refuse_damage_without_a_manifest(tmp_path, vocab: Vocab, pairs) -> None:
+    """The sum in the safetensors metadata catches bytes changed inside a tensor even where no
+    SHA256SUMS is; a file that is not safetensors or JSON is named in one line."""
+    out = export_small(tmp_path / "bundle", vocab, pairs)
+    (out / MANIFEST_FILE).unlink()
+    good = (out / WEIGHTS_FILE).read_bytes()
+    at = good.find(load_file(out / WEIGHTS_FILE)["embed.weight"].numpy().tobytes())
+    assert at > 0
+    (out / WEIGHTS_FILE).write_bytes(good[: at + 64] + bytes(256) + good[at + 320 :])
+    with pytest.raises(CorruptCheckpoint, match=r"model\.safetensors: damaged weights"):
+        load_bundle(out)
+    (out / WEIGHTS_FILE).write_bytes(good[: len(good) // 2])
+    with pytest.raises(CorruptCheckpoint, match=r"model\.safetensors: not a safetensors file") as e:
+        load_bundle(out)
+    assert "\n" not in str(e.value)
+    (out / WEIGHTS_FILE).write_bytes(good)
+    load_bundle(out)
+    config = (out / CONFIG_FILE).read_text(encoding="utf-8")
+    (out / CONFIG_FILE).write_text(config[:-20], encoding="utf-8")
+    with pytest.raises(CorruptCheckpoint, match=r"config\.json: not a model configuration"):
+        load_bundle(out)
+    changed = json.loads(config) | {"vocab_sha256": "0" * 64}
+    (out / CONFIG_FILE).write_text(json.dumps(changed), encoding="utf-8")
+    with pytest.raises(ValueError, match="made for another vocabulary"):
+        load_bundle(out)
+    (out / CONFIG_FILE).write_text(config, encoding="utf-8")
+    shutil.copy(out / CONFIG_FILE, out / PROPOSER_CONFIG)  # an encoder-decoder where the tagger belongs
+    with pytest.raises(ValueError, match="must be an encoder-only tagger"):
+        load_bundle(out)

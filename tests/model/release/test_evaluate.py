@@ -92,3 +92,23 @@ def test_an_empty_test_set_is_refused(tmp_path: Path, vocab: Vocab) -> None:
     model = CoupletTransformer(ModelConfig(vocab_size=len(vocab), d_model=32, n_enc_layers=1, n_dec_layers=1))
     with pytest.raises(ValueError, match="no test pairs"):
         evaluate_files(model, vocab, tmp_path, use_greedy=True)
+
+
+def test_make_eval_shows_a_progress_bar_of_the_lines_decoded(
+    tmp_path: Path, data_folder: Path, vocab: Vocab, capsys
+) -> None:
+    """`make eval` on a bundle (safetensors) draws tqdm's bar of the lines decoded on stderr when
+    asked (by default only on a terminal, so not here), and none with --no-progress."""
+    from model.release.bundle import export_bundle
+
+    torch.manual_seed(0)
+    cfg = ModelConfig(vocab_size=len(vocab), d_model=32, n_heads=4, n_enc_layers=1, n_dec_layers=1, d_ff=64)
+    bundle = export_bundle(tmp_path / "bundle", CoupletTransformer(cfg), vocab, train_uppers=["春风"])
+    args = ["--model", str(bundle), "--data-dir", str(data_folder), "--out", str(tmp_path / "e")]
+    args += ["--limit", "10", "--bootstrap", "0", "--runtime", "torch"]
+    assert main([*args, "--progress"]) == 0
+    err = capsys.readouterr().err
+    assert "decoding the test set" in err and "10/10" in err and "100%" in err
+    for quiet in (["--no-progress"], []):
+        assert main([*args, *quiet]) == 0
+        assert "decoding the test set" not in capsys.readouterr().err

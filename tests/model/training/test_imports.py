@@ -1,6 +1,7 @@
-"""The training layer (and the modules it stands on) imports without pypinyin and
-pyahocorasick, as on the lent GPU machine's image, and so do the entry modules that run
-there (``python -m model.train --no-eval --no-export``, ``python -m model.ship pack``)."""
+"""The training layer (and the modules it stands on) imports without pypinyin,
+pyahocorasick and safetensors (bundles only), as on the lent GPU machine's image, and so do the
+entry modules that run there (``python -m model.train --no-eval --no-export``, ``python -m
+model.ship pack``)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ BLOCKED = """
 import importlib, pkgutil, sys
 sys.modules["pypinyin"] = None
 sys.modules["ahocorasick"] = None
+sys.modules["safetensors"] = None
 import model.net, model.training
 layers = (model.net, model.training)
 names = [m.name for p in layers for m in pkgutil.walk_packages(p.__path__, p.__name__ + ".")]
@@ -40,3 +42,8 @@ def test_training_imports_without_pypinyin_and_pyahocorasick() -> None:
 def test_the_block_is_real() -> None:
     done = run(BLOCKED.replace("import model.net, model.training", "import model.decoding.decoder"))
     assert done.returncode != 0 and "pypinyin" in done.stderr
+
+
+def test_the_bundle_format_needs_safetensors_and_the_block_hides_it() -> None:
+    done = run(BLOCKED.replace("import model.net, model.training", "import model.release.weights"))
+    assert done.returncode != 0 and "safetensors" in done.stderr

@@ -72,11 +72,14 @@ def test_bucket_batches_deterministic_and_within_budget() -> None:
     assert all(len(b) == 1 or max(lengths[i] for i in b) * 2 * len(b) <= 200 for b in a)
 
 
-def test_tiny_model_memorises_50_pairs_and_exports_a_bundle(tmp_path: Path, data_folder: Path, pairs) -> None:
+def test_tiny_model_memorises_50_pairs_and_exports_a_bundle(
+    tmp_path: Path, data_folder: Path, pairs, capsys: pytest.CaptureFixture[str]
+) -> None:
     args = cli(
         data_folder, tmp_path, 300, "--set", "model.dropout=0", "--set", "label_smoothing=0", chain=True
     )
     assert main([*args, "--set", "eval_every=100", "--set", "lr=0.003", "--eval-limit", "20"]) == 0
+    printed = capsys.readouterr().out
     model, vocab, _ = load_model(tmp_path / "best.pt")
     outputs = greedy(model, vocab, [u for u, _ in pairs])
     assert outputs == [lo for _, lo in pairs]
@@ -87,6 +90,21 @@ def test_tiny_model_memorises_50_pairs_and_exports_a_bundle(tmp_path: Path, data
     assert bundle.eval["full"]["pairs"] == 20 and bundle.eval["full"]["bleu1"] > 50
     assert bundle.eval["full"]["perplexity"] < 2.0
     assert "| BLEU-1 |" in bundle.model_card and "## Goals" in bundle.model_card
+    # make train ends with its headline figures and where its outputs are, the last lines printed
+    full, leakfree = bundle.eval["full"], bundle.eval["leakfree"]
+    bleu = " / ".join(f"{full[f'bleu{n}']} ± {full[f'bleu{n}_ci95']}" for n in (1, 2, 4))
+    size = sum(p.stat().st_size for p in (tmp_path / "bundle").iterdir()) / 1e6
+    assert printed.rstrip("\n").split("\n")[-7:] == [
+        "== make train: preset tiny done ==",
+        f"test set, full (20 pairs): perplexity {full['perplexity']}, BLEU-1/2/4 {bleu}",
+        f"test set, leak-free ({leakfree['pairs']} pairs): perplexity {leakfree['perplexity']}, "
+        f"BLEU-1/2/4 {leakfree['bleu1']} ± {leakfree['bleu1_ci95']} / {leakfree['bleu2']} ± "
+        f"{leakfree['bleu2_ci95']} / {leakfree['bleu4']} ± {leakfree['bleu4_ci95']}",
+        "(± is half the width of BLEU's 95% bootstrap interval)",
+        f"bundle: {tmp_path / 'bundle'} ({size:.1f} MB)",
+        f"card:   {tmp_path / 'bundle' / 'MODEL_CARD.md'}",
+        f"plot:   {tmp_path / 'plot.png'}",
+    ], printed
 
 
 def final_state(out: Path) -> dict[str, torch.Tensor]:

@@ -1,0 +1,206 @@
+"""A bundle's models in the field's format: weights as safetensors, the configuration as JSON.
+
+Each model of a bundle is two files, as a Hugging Face model folder has them:
+
+- ``<stem>.safetensors``: the weights (fp16 in a bundle), every tensor stored once. The models
+  tie their input embedding and output layer (``ModelConfig.tie_embeddings``: the encoder-decoder's
+  ``embed``, ``tgt_embed`` and ``head`` are one table, the tagger's ``embed`` and ``head``), and
+  safetensors keeps no aliases, so the tied keys are left out and the model built from the
+  configuration ties them again (safetensors' own ``save_model`` / ``load_model`` do the same).
+  The file's metadata carries ``format: pt`` and ``payload_sha256``: the sha256 of the tensors
+  (``model.net.checkpoint.payload_digest`` of them by name), checked on load, so a damaged file
+  is refused even in a bundle without SHA256SUMS.
+- ``<config>.json``: the ``ModelConfig`` fields at the top (``kind``, ``vocab_size``,
+  ``d_model`` ...), ``architectures``, ``torch_dtype``, ``tied_weights`` ({left-out key: the key
+  stored}), ``vocab_file`` and ``vocab_sha256`` (the sentencepiece model beside it, which the
+  models share), and ``training``: what the checkpoint's other keys said (``step``,
+  ``best_valid``, ``preset``, ``sensitive_max_len`` ...).
+
+Training checkpoints stay ``torch.save`` dicts (model/net/checkpoint.py: optimizer state,
+resuming); only bundles use this format. The lent GPU machine's image has no safetensors, and
+nothing there imports this module (tests/model/training/test_imports.py).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import torch
+from safetensors import SafetensorError
+from safetensors.torch import load_file, save_file
+
+from data.vocab import Vocab
+from model.net.checkpoint import CorruptCheckpoint, CoupletModel, build_model, payload_digest
+from model.net.transformer import ModelConfig
+
+FORMAT = "duilian-safetensors-1"
+DIGEST_KEY = "payload_sha256"
+
+
+def tied_aliases(state: dict[str, torch.Tensor]) -> dict[str, str]:
+    """{key: the earlier key it shares its tensor with} over a state dict, in its order."""
+    first: dict[tuple[int, tuple[int, ...], torch.dtype], str] = {}
+    aliases: dict[str, str] = {}
+    for key, t in state.items():
+        ident = (t.data_ptr(), tuple(t.shape), t.dtype)
+        if ident in first:
+            aliases[key] = first[ident]
+        else:
+            first[ident] = key
+    return aliases
+
+
+def _digest(tensors: dict[str, torch.Tensor]) -> str:
+    return payload_digest({k: tensors[k] for k in sorted(tensors)})
+
+
+def vocab_sha256(vocab: Vocab) -> str:
+    return hashlib.sha256(vocab.to_bytes()).hexdigest()
+
+
+def model_config_json(
+    model: CoupletModel, vocab: Vocab, vocab_file: str, weights_file: str, training: dict[str, Any]
+) -> dict[str, Any]:
+    """What ``<config>.json`` holds for ``model`` (see the module's docstring)."""
+    return {
+        "architectures": [type(model).__name__],
+        "model_type": "duilian-couplet",
+        **model.cfg.to_dict(),
+        "torch_dtype": "float16",
+        "tied_weights": tied_aliases(model.state_dict()),
+        "weights_file": weights_file,
+        "weights_format": FORMAT,
+        "vocab_file": vocab_file,
+        "vocab_sha256": vocab_sha256(vocab),
+        "training": training,
+    }
+
+
+def save_model_files(
+    model: CoupletModel,
+    vocab: Vocab,
+    weights: Path,
+    config: Path,
+    vocab_file: str,
+    training: dict[str, Any],
+) -> None:
+    """Write ``model``'s weights in fp16 to ``weights`` and its configuration to ``config``
+    (``vocab_file``: the sentencepiece file's name beside them, which the caller writes)."""
+    state = model.state_dict()
+    aliases = tied_aliases(state)
+    tensors = {
+        k: (v.half() if v.is_floating_point() else v).detach().cpu().contiguous()
+        for k, v in state.items()
+        if k not in aliases
+    }
+    save_file(tensors, weights, metadata={"format": "pt", DIGEST_KEY: _digest(tensors)})
+    os.chmod(weights, 0o644)  # safetensors makes it 0600: a server running as another user must read it
+    text = json.dumps(
+        model_config_json(model, vocab, vocab_file, weights.name, training), ensure_ascii=False, indent=1
+    )
+    config.write_text(text + "\n", encoding="utf-8")
+
+
+def read_config(path: Path) -> dict[str, Any]:
+    """A model's ``config.json``; ValueError naming the file when it is not one."""
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: missing (the configuration of its .safetensors file)")
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise CorruptCheckpoint(f"{path}: not a model configuration ({e})") from e
+    if not isinstance(data, dict) or not isinstance(data.get("kind"), str):
+        raise CorruptCheckpoint(f"{path}: not a model configuration (no 'kind')")
+    if data.get("weights_format") != FORMAT:
+        found = data.get("weights_format")
+        raise ValueError(f"{path}: unsupported weights format {found!r} (expected {FORMAT})")
+    return data
+
+
+def config_meta(config: dict[str, Any]) -> dict[str, Any]:
+    """The bundle's ``meta`` for a model (as a checkpoint's keys gave it): ``model_config`` and
+    the training record."""
+    cfg = ModelConfig.from_dict(config).to_dict()
+    training = config.get("training") or {}
+    return {"format_version": FORMAT, "model_config": cfg, **training}
+
+
+def check_vocab(config: dict[str, Any], vocab: Vocab, path: Path) -> None:
+    """ValueError unless ``vocab`` is the vocabulary the configuration ``path`` names."""
+    if config.get("vocab_sha256") != vocab_sha256(vocab) or config.get("vocab_size") != len(vocab):
+        raise ValueError(f"{path}: the model was made for another vocabulary than {config.get('vocab_file')}")
+
+
+def read_weights(path: Path) -> dict[str, torch.Tensor]:
+    """The tensors of a safetensors file, checked against the digest in its metadata;
+    ``CorruptCheckpoint`` (one line naming the file) when it does not load or does not match."""
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: missing")
+    try:
+        tensors = load_file(path)
+        with open(path, "rb") as f:  # the header: 8 bytes of length, then JSON with __metadata__
+            size = int.from_bytes(f.read(8), "little")
+            header = json.loads(f.read(size))
+    except (SafetensorError, OSError, ValueError, RuntimeError) as e:
+        text = " ".join(str(e).split())[:200]
+        raise CorruptCheckpoint(f"{path}: not a safetensors file ({type(e).__name__}: {text})") from e
+    want = (header.get("__metadata__") or {}).get(DIGEST_KEY)
+    if want is not None:
+        got = _digest(tensors)
+        if got != want:
+            raise CorruptCheckpoint(
+                f"{path}: damaged weights: their sha256 is {got[:16]}..., not the {want[:16]}... "
+                "written with them"
+            )
+    return tensors
+
+
+def load_model_files(
+    weights: Path, config_path: Path, vocab: Vocab, dtype: torch.dtype = torch.float32
+) -> tuple[CoupletModel, dict[str, Any]]:
+    """(the model in eval mode, its meta) from ``weights`` and ``config_path``, on ``vocab``
+    (ValueError when the configuration names another vocabulary, or the tensors do not fit it)."""
+    config = read_config(config_path)
+    check_vocab(config, vocab, config_path)
+    model = build_model(ModelConfig.from_dict(config))
+    tensors = read_weights(weights)
+    own = tied_aliases(model.state_dict())
+    if config.get("tied_weights", {}) != own:
+        tied = config.get("tied_weights")
+        raise ValueError(f"{config_path}: tied weights {tied} differ from the model's {own}")
+    state = {k: (v.to(dtype) if v.is_floating_point() else v) for k, v in tensors.items()}
+    try:
+        result = model.load_state_dict(state, strict=False)
+    except RuntimeError as e:  # a tensor of another shape
+        raise ValueError(f"{weights}: does not fit {config_path}: {' '.join(str(e).split())[:300]}") from e
+    if set(result.missing_keys) != set(own) or result.unexpected_keys:
+        missing = sorted(set(result.missing_keys) - set(own))
+        extra = result.unexpected_keys
+        raise ValueError(f"{weights}: does not fit {config_path} (missing {missing}, extra {extra})")
+    return model.to(dtype).eval(), config_meta(config)
+
+
+def count_parameters(config: dict[str, Any]) -> int:
+    """The model's parameter count from its configuration alone (tied weights counted once)."""
+    return int(build_model(ModelConfig.from_dict(config)).num_parameters())
+
+
+def same_weights(a: CoupletModel, b: CoupletModel) -> bool:
+    """Whether two models hold the same configuration and bit-identical tensors."""
+    sa, sb = a.state_dict(), b.state_dict()
+    return (
+        a.cfg == b.cfg
+        and sa.keys() == sb.keys()
+        and all(sa[k].dtype == sb[k].dtype and torch.equal(sa[k], sb[k]) for k in sa)
+    )
+
+
+def file_names(stem: str) -> tuple[str, str]:
+    """The weights and configuration file names of a bundle's model ``stem`` (``model``:
+    ``model.safetensors`` and ``config.json``; another: ``<stem>.safetensors`` and
+    ``<stem>_config.json``)."""
+    return f"{stem}.safetensors", "config.json" if stem == "model" else f"{stem}_config.json"
