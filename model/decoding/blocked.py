@@ -51,6 +51,15 @@ def word_keys(ids: Tensor, length: int) -> Tensor:
     return h1 * (1 << 31) + h2
 
 
+def key_of(head: Sequence[int], length: int) -> int:
+    """:func:`word_keys` of one head, in Python integers (for a few rows, faster than tensors)."""
+    h1 = h2 = length
+    for t in head:
+        h1 = (h1 * _MUL[0] + t + 1) % _MOD[0]
+        h2 = (h2 * _MUL[1] + t + 1) % _MOD[1]
+    return h1 * (1 << 31) + h2
+
+
 class BlockedWords:
     """Listed words as (key of the head, id of the last character), sorted by key."""
 
@@ -61,6 +70,7 @@ class BlockedWords:
         self.lengths = tuple(sorted(set(int(n) for n in lengths)))
         self.vocab_size = int(vocab_size)
         self._full: Tensor | None = None  # keys of the whole words, sorted (for ``contains``)
+        self._by_key: dict[int, list[int]] | None = None
 
     @classmethod
     def from_words(cls, words: Iterable[str], pieces: Sequence[str]) -> BlockedWords:
@@ -104,6 +114,21 @@ class BlockedWords:
         with np.load(path, allow_pickle=False) as z:
             return cls(z["keys"], z["last"], z["lengths"].tolist(), int(z["vocab_size"]))
 
+    @property
+    def by_key(self) -> dict[int, list[int]]:
+        """head key -> the last characters that complete a listed word after it."""
+        if self._by_key is None:
+            table: dict[int, list[int]] = {}
+            for key, last in zip(self.keys.tolist(), self.last.tolist(), strict=True):
+                table.setdefault(key, []).append(last)
+            self._by_key = table
+        return self._by_key
+
+    @property
+    def singles(self) -> list[int]:
+        """The listed words of one character (banned everywhere)."""
+        return self.by_key.get(key_of((), 1), [])
+
     def found(self, heads: Tensor, length: int) -> tuple[Tensor, Tensor]:
         """heads (B, length-1) ids -> (rows, last ids): each row's characters that would
         complete a listed word of ``length`` after its head."""
@@ -139,15 +164,16 @@ class BlockedWords:
         for n in self.lengths:
             for start in range(len(forced) - n + 1):
                 window = forced[start : start + n]
-                if min(window) < 0 or n == 1 or not counts_as_word(bounds, start, n):
+                if min(window) < 0 or not counts_as_word(bounds, start, n):
                     continue
-                _, last = self.found(torch.tensor([window[:-1]]), n)
-                if bool((last == window[-1]).any()):
+                if window[-1] in self.by_key.get(key_of(window[:-1], n), ()):
+                    where = f"第{start + 1}字" if n == 1 else f"第{start + 1}至{start + n}字"
+                    at = f"position {start + 1}" if n == 1 else f"positions {start + 1}-{start + n}"
                     raise ConstraintError(
                         "sensitive",
-                        f"锁定的字在第{start + 1}至{start + n}字组成了不宜的词，请换字",
-                        f"the locked characters at positions {start + 1}-{start + n} spell a word "
-                        "the filter withholds; choose other characters",
+                        f"锁定的字在{where}组成了不宜的词，请换字",
+                        f"the locked characters at {at} spell a word the filter withholds; "
+                        "choose other characters",
                     )
 
 
@@ -164,42 +190,56 @@ class NoBlockedWords(StepRuleBase):
 
     def __init__(self, plans: Sequence[Plan], blocked: BlockedWords) -> None:
         self.blocked = blocked
-        length = len(plans[0].upper)
-        longest = max(blocked.lengths, default=0)
-        # counts[n, e, k]: a word of k characters ending at position e of request n counts
-        counts = torch.zeros(len(plans), length, longest + 1, dtype=torch.bool)
+        self.length = len(plans[0].upper)
+        self.multi = [k for k in blocked.lengths if k > 1]
+        self.singles = torch.tensor(blocked.singles, dtype=torch.long)
+        # counts[n][e][k]: a word of k characters ending at position e of request n counts
+        self.counts: list[list[list[bool]]] = []
         self.ahead: list[dict[int, list[list[tuple[str, int]]]]] = []
-        for n, plan in enumerate(plans):
+        longest = max(blocked.lengths, default=0)
+        for plan in plans:
             bounds = boundaries(plan.upper) if plan.rules else None
-            for e in range(length):
-                for k in blocked.lengths:
-                    counts[n, e, k] = e - k + 1 >= 0 and counts_as_word(bounds, e - k + 1, k)
+            self.counts.append(
+                [
+                    [k <= e + 1 and counts_as_word(bounds, e - k + 1, k) for k in range(longest + 1)]
+                    for e in range(self.length)
+                ]
+            )
             self.ahead.append(_windows_ahead(plan, blocked.lengths, bounds))
-        self.counts = counts
         self.columns: Tensor | None = None  # (N, M) token of each shortlist column
+        self.single_columns: Tensor | None = None  # (N, M) the columns holding a listed character
 
     def __call__(self, scores: Tensor, step: Step) -> Tensor:
         pos = step.pos
-        if pos >= self.counts.size(1):
+        if pos >= self.length:
             return scores
-        prefix = step.prefix if self.columns is None else self.columns[step.row].gather(1, step.prefix)
-        rows, toks = [], []
-        for k in self.blocked.lengths:
-            if k - 1 > pos:
-                continue
-            live = self.counts[step.row, pos, k]  # (B,)
-            if not bool(live.any()):
-                continue
-            r, t = self.blocked.found(prefix[:, pos - k + 1 : pos], k)
-            keep = live[r]
-            rows.append(r[keep])
-            toks.append(t[keep])
-        hits = [(r, t) for r, t in zip(rows, toks, strict=True) if len(r)]
+        if self.columns is None:
+            prefix = step.prefix
+            scores = scores.index_fill(1, self.singles, NEG_INF) if len(self.singles) else scores
+        else:
+            prefix = self.columns[step.row].gather(1, step.prefix)
+            if self.single_columns is not None:
+                scores = scores.masked_fill(self.single_columns[step.row], NEG_INF)
+        # words that end here: each row's last characters looked up (a few rows: Python is quicker)
+        rows: list[int] = []
+        toks: list[int] = []
+        by_key = self.blocked.by_key
+        heads = prefix[:, max(0, pos - max(self.multi, default=1) + 1) : pos].tolist()
+        for b, (req, head) in enumerate(zip(step.row.tolist(), heads, strict=True)):
+            here = self.counts[req][pos]
+            for k in self.multi:
+                if k - 1 > pos or not here[k]:
+                    continue
+                lasts = by_key.get(key_of(head[len(head) - k + 1 :], k))
+                if lasts:
+                    rows.extend([b] * len(lasts))
+                    toks.extend(lasts)
         ahead = [(n, w[pos]) for n, w in enumerate(self.ahead) if pos in w]
-        if not hits and not ahead:
+        if not rows and not ahead:
             return scores
         scores = scores.clone()
-        for r, t in hits:
+        if rows:
+            r, t = torch.tensor(rows), torch.tensor(toks)
             if self.columns is None:
                 scores[r, t] = NEG_INF
             else:
@@ -220,6 +260,7 @@ class NoBlockedWords(StepRuleBase):
     def on_columns(self, ids: Tensor) -> NoBlockedWords:
         out = copy.copy(self)
         out.columns = ids
+        out.single_columns = torch.isin(ids, self.singles) if len(self.singles) else None
         return out
 
 

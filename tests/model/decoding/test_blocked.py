@@ -127,3 +127,17 @@ def test_a_word_across_the_upper_lines_word_boundary_is_let_through(
     blocked = BlockedWords.from_words(["明月"], vocab.pieces)
     found = texts(Decoder(model, vocab, blocked=blocked), "两个黄鹂鸣翠柳", locks="_明月____")
     assert found and all(line[1:3] == "明月" for line in found)
+
+
+def test_a_listed_single_character_is_never_written_and_cannot_be_locked(
+    model: CoupletTransformer, vocab: Vocab
+) -> None:
+    upper = "两个黄鹂鸣翠柳"
+    plain = texts(Decoder(model, vocab), upper)
+    banned = plain[0][2]  # the model's own choice
+    decoder = Decoder(model, vocab, blocked=BlockedWords.from_words([banned], vocab.pieces))
+    found = texts(decoder, upper)
+    assert len(found) == len(plain) and all(banned not in line for line in found)
+    with pytest.raises(ConstraintError) as err:
+        texts(decoder, upper, locks="__" + banned + "____")
+    assert err.value.constraint == "sensitive"
