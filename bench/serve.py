@@ -72,7 +72,7 @@ def fallback_bundle(out: Path, preset: str = "cpu") -> Path:
     return export_bundle(out, model, vocab, version=f"random-{preset}")
 
 
-def start_server(model: Path, port: int, tmp: Path) -> subprocess.Popen[bytes]:
+def start_server(model: Path, port: int, tmp: Path, timeout: float = 120) -> subprocess.Popen[bytes]:
     env = {
         **os.environ,
         "DUILIAN_SERVE_DATABASE_URL": f"sqlite:///{tmp / 'feedback.db'}",
@@ -92,7 +92,7 @@ def start_server(model: Path, port: int, tmp: Path) -> subprocess.Popen[bytes]:
         "warning",
     ]
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    deadline = time.monotonic() + 120
+    deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             raise RuntimeError(f"server exited: {proc.stderr.read().decode() if proc.stderr else ''}")
@@ -103,7 +103,7 @@ def start_server(model: Path, port: int, tmp: Path) -> subprocess.Popen[bytes]:
             pass
         time.sleep(0.2)
     proc.kill()
-    raise RuntimeError("server did not come up in 120 s")
+    raise RuntimeError(f"server did not come up in {timeout:.0f} s")
 
 
 def wait_known_lines(url: str, timeout: float = 180) -> None:
