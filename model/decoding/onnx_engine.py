@@ -71,20 +71,26 @@ def _export(
     # one tensor object given for two inputs is taken for one input aliased twice (the graph
     # would read the first layer's cache for every layer): every input its own copy
     args = tuple(a.clone() for a in args)
-    with warnings.catch_warnings(), torch.no_grad():
-        warnings.simplefilter("ignore")  # notes on the opset it converts to, and on torch.export
-        exported = torch.export.export(
-            module.eval(), args, dynamic_shapes=_dynamic_shapes(module, inputs, axes), strict=False
-        )
-        program = torch.onnx.export(
-            exported,
-            input_names=inputs,
-            output_names=outputs,
-            opset_version=OPSET,
-            dynamo=True,
-            external_data=False,
-            verbose=False,
-        )
+    quiet = logging.getLogger("torch.onnx")  # it logs a warning per torchvision operator it lacks
+    level = quiet.level
+    quiet.setLevel(logging.ERROR)
+    try:
+        with warnings.catch_warnings(), torch.no_grad():
+            warnings.simplefilter("ignore")  # notes on the opset it converts to, and on torch.export
+            exported = torch.export.export(
+                module.eval(), args, dynamic_shapes=_dynamic_shapes(module, inputs, axes), strict=False
+            )
+            program = torch.onnx.export(
+                exported,
+                input_names=inputs,
+                output_names=outputs,
+                opset_version=OPSET,
+                dynamo=True,
+                external_data=False,
+                verbose=False,
+            )
+    finally:
+        quiet.setLevel(level)
     if program is None:  # only the TorchScript exporter, writing to a file, returns None
         raise RuntimeError("the ONNX exporter gave no program")
     return cast(bytes, program.model_proto.SerializeToString())
