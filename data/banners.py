@@ -21,6 +21,7 @@ Phrases that share three characters with four consecutive ones of the couplet ar
 
 from __future__ import annotations
 
+import copy
 import math
 import re
 from collections import Counter
@@ -76,8 +77,12 @@ class BannerTable:
     def __post_init__(self) -> None:
         self.index = {ch: i for i, ch in enumerate(self.chars)}
         self.phrase_vectors = np.stack([self.theme(p) for p in self.phrases]) if self.phrases else None
-        top = max(int(self.counts.max()) if len(self.counts) else 1, 2)
-        self.phrase_prior = np.log(np.maximum(self.counts, 1)) / math.log(top)
+        self.phrase_prior = self._prior(self.counts)
+
+    @staticmethod
+    def _prior(counts: np.ndarray) -> np.ndarray:
+        top = max(int(counts.max()) if len(counts) else 1, 2)
+        return np.log(np.maximum(counts, 1)) / math.log(top)
 
     def theme(self, text: str) -> np.ndarray:
         """The normalised mean vector of the known characters of ``text`` (zeros if none)."""
@@ -128,15 +133,16 @@ class BannerTable:
         return chosen
 
     def filtered(self, keep: Iterable[bool]) -> BannerTable:
+        """The table with only the phrases ``keep`` says, their theme vectors taken over (not
+        computed again: about a second for the shipped table)."""
         mask = np.fromiter(keep, dtype=bool, count=len(self.phrases))
-        return BannerTable(
-            [p for p, k in zip(self.phrases, mask, strict=True) if k],
-            self.counts[mask],
-            self.chars,
-            self.vectors,
-            self.prior,
-            self.same_chars,
-        )
+        table = copy.copy(self)
+        table.phrases = [p for p, k in zip(self.phrases, mask, strict=True) if k]
+        table.counts = self.counts[mask]
+        vectors = self.phrase_vectors
+        table.phrase_vectors = vectors[mask] if vectors is not None and table.phrases else None
+        table.phrase_prior = self._prior(table.counts)
+        return table
 
     def save(self, path: Path) -> Path:
         path.parent.mkdir(parents=True, exist_ok=True)

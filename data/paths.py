@@ -26,3 +26,9 @@ def data_dir() -> Path:
 def default_model_dir() -> Path:
     """The shipped default model bundle that ``make serve`` loads."""
     return Path(os.environ.get("DUILIAN_MODEL_DIR", ROOT / "models" / "default"))
+
+
+def graph_cache_dir() -> Path:
+    """The exported ONNX graphs kept between runs (``model.decoding.onnx_engine.GraphCache``),
+    shared by the command line and the server's decode workers."""
+    return work_dir() / "cache" / "onnx"

@@ -23,7 +23,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
-from data.paths import default_model_dir, work_dir
+from data.paths import default_model_dir, graph_cache_dir
 from duilian.inputs import MAX_ASKED, MAX_CHARS, TONE_MODES, InputError, Query, make_query
 
 if TYPE_CHECKING:
@@ -222,9 +222,9 @@ def load(args: argparse.Namespace) -> LoadedModel:
             f"{missing_model(folder)}; the shipped one is models/default",
         )
     torch.set_num_threads(1)  # as the site's decode workers: one thread a decode
-    cache = args.graph_cache or work_dir() / "cache" / "onnx"
+    cache = args.graph_cache or graph_cache_dir()
     try:
-        return LoadedModel.load(folder, None, Engine(SERVE_INT8, SERVE_RUNTIME, cache), warm=False)
+        return LoadedModel.load(folder, None, Engine(SERVE_INT8, SERVE_RUNTIME, cache), warm=False, lazy=True)
     except (OSError, ValueError, KeyError, RuntimeError) as exc:
         raise Problem("模型无法读取", f"the model bundle at {folder} cannot be read: {exc}") from exc
 

@@ -296,10 +296,12 @@ class LoadedModel:
         extra_filter: SensitiveFilter | None = None,
         engine: Engine = Engine(),
         warm: bool = True,
+        lazy: bool = False,
     ) -> LoadedModel:
         """The bundle at ``path``, its decoder warmed by one small decode (``warm``: the tables a
-        decode builds on first use are built now, not in the first request)."""
-        model = cls(load_bundle(path), extra_filter, engine)
+        decode builds on first use are built now, not in the first request); ``lazy``: the bundle's
+        known lower lines read on first use (``load_bundle``)."""
+        model = cls(load_bundle(path, lazy=lazy), extra_filter, engine)
         if warm:
             model.answer_batch([Query("春风得意", 1)], 0)
         return model

@@ -41,7 +41,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         loader = functools.partial(
             load_served,
             extra=extra_filter(settings),
-            engine=Engine(settings.int8, settings.runtime),
+            engine=Engine(settings.int8, settings.runtime, settings.graph_cache),
             processes=settings.decode_processes,
             threads=settings.torch_threads,
             restart_wait=settings.worker_restart_wait,

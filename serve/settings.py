@@ -7,7 +7,7 @@ from pathlib import Path
 from pydantic import Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from data.paths import ROOT, data_dir, default_model_dir, work_dir
+from data.paths import ROOT, data_dir, default_model_dir, graph_cache_dir, work_dir
 from duilian.inputs import MAX_ASKED, MAX_CHARS, OVERSAMPLE
 from model.decoding.options import SERVE_INT8, SERVE_RUNTIME, Runtime
 from serve.db import store_url
@@ -70,6 +70,13 @@ class Settings(BaseSettings):
         default=SERVE_RUNTIME,
         description="what runs the models: eager PyTorch, or their graphs exported to ONNX Runtime (faster)",
     )
+    graph_cache: Path | None = Field(
+        default_factory=graph_cache_dir,
+        description="folder where the decode workers keep the ONNX graphs they export (and quantise), "
+        "by the model's weights, the code and the library versions, so that a restart or a reload of "
+        "the same bundle reads them instead of exporting again (default work/cache/onnx); empty or "
+        "'off': none, every start exports",
+    )
     torch_threads: int = Field(
         default=1, description="intra-op threads per decode; requests run side by side"
     )
@@ -124,6 +131,13 @@ class Settings(BaseSettings):
     @classmethod
     def _lower_level(cls, level: object) -> object:
         return level.lower() if isinstance(level, str) else level
+
+    @field_validator("graph_cache", mode="before")
+    @classmethod
+    def _no_cache(cls, value: object) -> object:
+        if isinstance(value, str) and value.strip().lower() in ("", "off", "none"):
+            return None
+        return value
 
     @field_validator("database_url")
     @classmethod

@@ -6,8 +6,9 @@ Runtime runs the same graph with fused kernels: on this project's 2-core machine
 of the shipped model (10 beam rows) took 1.05 ms in int8, against 4.5 ms in eager fp32 and
 3.6 ms in eager int8 (docs/EXPERIMENTS.md §6).
 
-The graphs are exported from the PyTorch modules when the engine is built (about a second
-each), so a bundle holds only the PyTorch weights. The export traces one path through the
+The graphs are exported from the PyTorch modules when the engine is built, with the
+``torch.export``-based exporter (several seconds a model; ``GraphCache`` keeps them between
+runs), so a bundle holds only the PyTorch weights. The export traces one path through the
 Python code, so the traced functions branch on nothing but fixed settings. ``int8`` quantises their matrix
 products dynamically (int8 weights, activations quantised per call).
 
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib.metadata
+import inspect
 import logging
 import os
 import sys
@@ -40,28 +42,59 @@ from model.net.capabilities import LISTED_IN_GRAPH, LISTED_ROWS, LOG_PROBS, REOR
 from model.net.tagger import CoupletTagger, LatticeCache
 from model.net.transformer import PAD_ID, CoupletTransformer, EncoderLayer
 
-OPSET = 17
+OPSET = 18  # the torch.export-based exporter writes opset 18 and later
 Axes = dict[str, dict[int, str]]  # input name -> {dimension: its name}
+
+
+def _dynamic_shapes(module: nn.Module, inputs: list[str], axes: Axes) -> tuple[Any, ...]:
+    """``axes`` as ``torch.export`` takes them: one ``Dim`` per name, shared by every input
+    whose dimension bears it (so the exporter knows those sizes are equal), shaped like the
+    arguments of ``module.forward`` (its ``*args`` one tuple). Any dimension may be 0 (the empty
+    KV cache of the first step)."""
+    dims = {name: torch.export.Dim(name, min=0) for named in axes.values() for name in named.values()}
+    specs = [{d: dims[name] for d, name in axes[i].items()} if i in axes else None for i in inputs]
+    params = inspect.signature(module.forward).parameters.values()
+    if not any(p.kind is p.VAR_POSITIONAL for p in params):
+        return tuple(specs)
+    fixed = sum(p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) for p in params)
+    return (*specs[:fixed], tuple(specs[fixed:]))
 
 
 def _export(
     module: nn.Module, args: tuple[Tensor, ...], inputs: list[str], outputs: list[str], axes: Axes
 ) -> bytes:
-    """The ONNX graph of ``module(*args)`` with the named inputs, outputs and dynamic axes."""
-    with tempfile.TemporaryDirectory() as tmp, warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # the TorchScript-based exporter is deprecated but kept in 2.13
-        path = Path(tmp, "graph.onnx")
-        torch.onnx.export(
-            module.eval(),
-            args,
-            path,
-            input_names=inputs,
-            output_names=outputs,
-            dynamic_axes=axes,
-            opset_version=OPSET,
-            dynamo=False,
-        )
-        return path.read_bytes()
+    """The ONNX graph of ``module(*args)`` with the named inputs and outputs, the dimensions
+    ``axes`` names dynamic. ``torch.export`` traces the module (non-strict: the Python runs as
+    it is, its tensor operations recorded; so every dynamic dimension of ``args`` must be at
+    least 2, since a size of 0 or 1 would be taken for a constant), then the ``torch.export``-based
+    ONNX exporter translates the program, its optimiser folding constants and removing dead
+    nodes."""
+    # one tensor object given for two inputs is taken for one input aliased twice (the graph
+    # would read the first layer's cache for every layer): every input its own copy
+    args = tuple(a.clone() for a in args)
+    quiet = logging.getLogger("torch.onnx")  # it logs a warning per torchvision operator it lacks
+    level = quiet.level
+    quiet.setLevel(logging.ERROR)
+    try:
+        with warnings.catch_warnings(), torch.no_grad():
+            warnings.simplefilter("ignore")  # notes on the opset it converts to, and on torch.export
+            exported = torch.export.export(
+                module.eval(), args, dynamic_shapes=_dynamic_shapes(module, inputs, axes), strict=False
+            )
+            program = torch.onnx.export(
+                exported,
+                input_names=inputs,
+                output_names=outputs,
+                opset_version=OPSET,
+                dynamo=True,
+                external_data=False,
+                verbose=False,
+            )
+    finally:
+        quiet.setLevel(level)
+    if program is None:  # only the TorchScript exporter, writing to a file, returns None
+        raise RuntimeError("the ONNX exporter gave no program")
+    return cast(bytes, program.model_proto.SerializeToString())
 
 
 def _quantised(graph: bytes) -> bytes:
@@ -113,7 +146,7 @@ def model_key(model: nn.Module) -> str:
     h.update(repr(getattr(model, "cfg", None)).encode())
     for path in _TRACED_SOURCES:
         h.update(path.read_bytes())
-    for package in ("torch", "onnx", "onnxruntime"):
+    for package in ("torch", "onnx", "onnxscript", "onnxruntime"):
         h.update(f"{package}={_version(package)};".encode())
     for name, tensor in model.state_dict().items():
         t = tensor.detach().cpu().contiguous()
@@ -142,16 +175,25 @@ class GraphCache:
             return None
 
     def write(self, name: str, int8: bool, graph: bytes) -> None:
+        """Publish ``graph`` under its name whole or not at all: written to a file of this process's
+        own (``mkstemp``), synced, then renamed over the name. Two processes that write the same
+        entry at once (the server's decode workers starting together) each rename a whole file of
+        the same bytes; a reader opens the one or the other, never a part."""
         path = self.path(name, int8)
+        tmp = None
         try:
             self.folder.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=self.folder)
+            fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=self.folder)
             with os.fdopen(fd, "wb") as f:
                 f.write(graph)
+                f.flush()
+                os.fsync(f.fileno())
             os.chmod(tmp, 0o644)  # mkstemp makes it 0600
-            os.replace(tmp, path)  # whole or not at all, also with two processes writing it
+            os.replace(tmp, path)
         except OSError as exc:
             logging.getLogger(__name__).warning("ONNX graph not cached in %s: %s", self.folder, exc)
+            if tmp is not None:
+                Path(tmp).unlink(missing_ok=True)
 
 
 class _Graph:
@@ -407,8 +449,11 @@ class OnnxTransformer:
             graphs,
             "prepare",
         )
-        key, value = torch.zeros(2, h, dh, 1), torch.zeros(2, h, 1, dh)
-        cross_k, cross_v = torch.zeros(2, h, dh, 3), torch.zeros(2, h, 3, dh)
+        # B = 4 rows of N = 2 requests, P = 2 past positions: every dynamic size at least 2 and
+        # the sizes that may differ different (the exporter would take a 1 for a constant)
+        rows = torch.full((4,), 5, dtype=torch.long)
+        key, value = torch.zeros(4, h, dh, 2), torch.zeros(4, h, 2, dh)
+        cross_k, cross_v = torch.zeros(4, h, dh, 3), torch.zeros(4, h, 3, dh)
         cache = [key] * n_layers + [value] * n_layers + [cross_k] * n_layers + [cross_v] * n_layers
         axes: Axes = {"prev": {0: "B"}, "aligned": {0: "B"}}
         for i in layers:
@@ -416,7 +461,7 @@ class OnnxTransformer:
             axes |= {f"ck{i}": {0: "B", 3: "S"}, f"cv{i}": {0: "B", 2: "S"}}
         self._step = _Graph(
             _Step(model),
-            (src[:, 0], torch.tensor([1]), memory[:, 0], *cache),
+            (rows, torch.tensor([2]), torch.zeros(4, cfg.d_model), *cache),
             [
                 "prev",
                 "pos",
@@ -434,11 +479,11 @@ class OnnxTransformer:
         self._scored = _Graph(
             _ScoredStep(model),
             (
-                src[:, 0],
-                torch.tensor([1]),
-                memory[:, 0],
-                torch.zeros(2, cfg.d_model, 4),
-                torch.zeros(2, 1, 4),
+                rows,
+                torch.tensor([2]),
+                torch.zeros(4, cfg.d_model),
+                torch.zeros(2, cfg.d_model, 5),
+                torch.zeros(2, 1, 5),
                 *cache,
             ),
             [
@@ -458,7 +503,7 @@ class OnnxTransformer:
         )
         self._states = _Graph(
             _Call(model, "decode_states"),
-            (memory, src, src),
+            (memory, src, torch.full((2, 4), 5, dtype=torch.long)),
             ["memory", "src", "tgt_in"],
             ["states"],
             {"memory": {0: "N", 1: "S"}, "src": {0: "N", 1: "S"}, "tgt_in": {0: "N", 1: "T"}},

@@ -435,9 +435,13 @@ def model_meta(root: str | os.PathLike[str], proposer: bool = False) -> dict[str
     return {}
 
 
-def load_bundle(path: str | os.PathLike[str], dtype: torch.dtype = torch.float32) -> Bundle:
+def load_bundle(
+    path: str | os.PathLike[str], dtype: torch.dtype = torch.float32, lazy: bool = False
+) -> Bundle:
     """Load a bundle folder, its files checked against its manifest first; raises
-    ``FileNotFoundError`` naming what is missing, ``BundleError`` naming a damaged file."""
+    ``FileNotFoundError`` naming what is missing, ``BundleError`` naming a damaged file.
+    ``lazy``: the known lower lines are decompressed on the first lookup of a training line,
+    not now (the command line's start; a server reads them at start, not in a request)."""
     root = Path(path)
     if not has_model(root):
         raise FileNotFoundError(f"{missing_model(root)}; run `make train`")
@@ -447,7 +451,7 @@ def load_bundle(path: str | os.PathLike[str], dtype: torch.dtype = torch.float32
     fps = FingerprintIndex.load(fp_path) if fp_path.exists() else FingerprintIndex(np.zeros(0, np.uint64))
     sens = np.load(sens_path, allow_pickle=False) if sens_path.exists() else np.zeros(0, np.uint64)
     ev = json.loads(_read_text(root / EVAL_FILE) or "{}")
-    known = KnownLowers.load(fps, root / KNOWN_FILE) if (root / KNOWN_FILE).is_file() else None
+    known = KnownLowers.load(fps, root / KNOWN_FILE, lazy) if (root / KNOWN_FILE).is_file() else None
     pairing = PairingTable.load(root / PAIRING_FILE) if (root / PAIRING_FILE).is_file() else None
     blocked = BlockedWords.load(root / BLOCKED_FILE) if (root / BLOCKED_FILE).is_file() else None
     if blocked is not None and blocked.vocab_size != len(vocab):

@@ -9,8 +9,9 @@ from __future__ import annotations
 import hashlib
 import lzma
 import os
+import threading
 import unicodedata
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import numpy as np
@@ -43,7 +44,11 @@ def fingerprints(lines: Iterable[str]) -> np.ndarray:
 
 class FingerprintIndex:
     def __init__(self, hashes: np.ndarray) -> None:
-        self.hashes = np.unique(np.asarray(hashes, dtype=np.uint64))
+        hashes = np.asarray(hashes, dtype=np.uint64)
+        # a bundle's file is sorted already: checked in one pass, not sorted again (np.unique:
+        # a copy and a sort of a million hashes, a second of a busy command-line start)
+        ordered = hashes.ndim == 1 and bool(np.all(hashes[1:] > hashes[:-1]))
+        self.hashes = hashes if ordered else np.unique(hashes)
 
     @classmethod
     def from_lines(cls, lines: Iterable[str]) -> FingerprintIndex:
@@ -51,7 +56,8 @@ class FingerprintIndex:
 
     @classmethod
     def load(cls, path: str | os.PathLike[str]) -> FingerprintIndex:
-        return cls(np.load(path, allow_pickle=False))
+        """The index in ``path``, memory-mapped (read-only; pages read as lookups touch them)."""
+        return cls(np.load(path, allow_pickle=False, mmap_mode="r"))
 
     def save(self, path: str | os.PathLike[str]) -> None:
         with open(Path(path), "wb") as f:
@@ -81,13 +87,28 @@ class KnownLowers:
     upper line is stored (the index already answers "was it a training upper line").
     """
 
-    def __init__(self, index: FingerprintIndex, text: bytes) -> None:
+    def __init__(self, index: FingerprintIndex, text: bytes | Callable[[], bytes]) -> None:
+        """``text``: the records, or a function that reads them, called on the first lookup
+        (``load(..., lazy=True)``: decompressing the shipped file takes a second or two, which a
+        command-line answer for a line outside the training set never needs)."""
+        self.index = index
+        self._read = text if callable(text) else None
+        self._lock = threading.Lock()
+        if not callable(text):
+            self._records(text)
+
+    def _records(self, text: bytes) -> None:
         ends = np.flatnonzero(np.frombuffer(text, dtype=np.uint8) == ord("\n"))
-        if ends.size != len(index):
-            raise ValueError(f"known lower lines: {ends.size} records for {len(index)} fingerprints")
-        self.index, self._text = index, text
+        if ends.size != len(self.index):
+            raise ValueError(f"known lower lines: {ends.size} records for {len(self.index)} fingerprints")
         self._starts = np.concatenate(([0], ends[:-1] + 1)) if ends.size else ends
-        self._ends = ends
+        self._ends, self._text = ends, text
+
+    def _loaded(self) -> None:
+        with self._lock:
+            if self._read is not None:
+                self._records(self._read())
+                self._read = None
 
     @staticmethod
     def encode(index: FingerprintIndex, pairs: Iterable[tuple[str, str]], per_line: int = 10) -> bytes:
@@ -101,15 +122,22 @@ class KnownLowers:
         return lzma.compress(text.encode("utf-8"), preset=9 | lzma.PRESET_EXTREME)
 
     @classmethod
-    def load(cls, index: FingerprintIndex, path: str | os.PathLike[str]) -> KnownLowers:
-        try:
-            return cls(index, lzma.decompress(Path(path).read_bytes()))
-        except lzma.LZMAError as e:
-            raise ValueError(f"{path}: not an lzma file ({e})") from e
+    def load(cls, index: FingerprintIndex, path: str | os.PathLike[str], lazy: bool = False) -> KnownLowers:
+        """The records in ``path``; with ``lazy``, read on the first lookup of a line that has
+        some (a damaged file is then a ``ValueError`` of that lookup)."""
+
+        def read() -> bytes:
+            try:
+                return lzma.decompress(Path(path).read_bytes())
+            except lzma.LZMAError as e:
+                raise ValueError(f"{path}: not an lzma file ({e})") from e
+
+        return cls(index, read if lazy else read())
 
     def lowers(self, upper: str) -> list[str]:
         i = self.index.position(upper)
         if i < 0:
             return []
+        self._loaded()
         record = self._text[int(self._starts[i]) : int(self._ends[i])].decode("utf-8")
         return record.split("\t") if record else []

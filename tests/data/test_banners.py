@@ -92,3 +92,8 @@ def test_saved_and_loaded_unchanged(table: BannerTable, tmp_path: Path) -> None:
     ]
     kept = loaded.filtered(p != "春满人间" for p in loaded.phrases)
     assert "春满人间" not in kept.phrases and len(kept.phrases) == len(loaded.phrases) - 1
+    # the kept rows taken over, not computed again: the very scores of a table built of them
+    built = BannerTable(kept.phrases, kept.counts, kept.chars, kept.vectors, kept.prior, kept.same_chars)
+    assert kept.rank("红梅报喜", "绿柳迎新") == built.rank("红梅报喜", "绿柳迎新")
+    assert np.array_equal(kept.scores("红梅报喜绿柳迎新"), built.scores("红梅报喜绿柳迎新"))
+    assert loaded.filtered(False for _ in loaded.phrases).rank("红梅报喜", "绿柳迎新") == []

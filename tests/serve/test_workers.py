@@ -8,6 +8,7 @@ import pickle
 import time
 from pathlib import Path
 
+import pytest
 from fastapi.testclient import TestClient
 
 from model.decoding.plan import ConstraintError
@@ -66,3 +67,39 @@ def test_reload_retires_the_old_workers(settings: Settings, bundle_b: Path) -> N
         while old.pool._processes and time.monotonic() < deadline:  # shut down once idle
             time.sleep(0.05)
         assert not old.pool._processes
+
+
+def graph_files(folder: Path) -> dict[str, tuple[int, bytes]]:
+    return {p.name: (p.stat().st_ino, p.read_bytes()) for p in folder.iterdir()}
+
+
+def test_workers_keep_their_graphs_and_a_restart_or_reload_reads_them(
+    settings: Settings, tmp_path: Path
+) -> None:
+    """Two decode workers starting on an empty graph cache both export the same graphs and
+    publish them; the next server, and a reload of the same bundle, read those very files
+    (not one rewritten) and answer as the first server did."""
+    graphs = tmp_path / "graphs"
+    pooled = settings.model_copy(update={"decode_processes": 2, "graph_cache": graphs})
+    uppers = [upper for upper, _ in PAIRS[:4]]
+    with TestClient(create_app(pooled)) as c:
+        first = [c.post("/api/v1/generate", json={"upper": u, "n": 5}).json() for u in uppers]
+    written = graph_files(graphs)
+    assert len(written) == 5 and all(name.endswith(".onnx") for name in written)  # no temporary left
+    app = create_app(pooled)
+    with TestClient(app) as c:
+        assert [c.post("/api/v1/generate", json={"upper": u, "n": 5}).json() for u in uppers] == first
+        r = c.post("/api/v1/admin/reload", json={}, headers=TOKEN)
+        assert r.status_code == 200, r.text
+        assert [c.post("/api/v1/generate", json={"upper": u, "n": 5}).json() for u in uppers] == first
+    assert graph_files(graphs) == written  # the same files, same inodes: read, never written again
+
+
+def test_the_graph_cache_setting_can_be_turned_off(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("DUILIAN_WORK_DIR", str(tmp_path))
+    assert Settings().graph_cache == tmp_path / "cache" / "onnx"
+    for off in ("", "off", "none"):
+        monkeypatch.setenv("DUILIAN_SERVE_GRAPH_CACHE", off)
+        assert Settings().graph_cache is None
+    monkeypatch.setenv("DUILIAN_SERVE_GRAPH_CACHE", str(tmp_path / "g"))
+    assert Settings().graph_cache == tmp_path / "g"

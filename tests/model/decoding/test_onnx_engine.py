@@ -3,6 +3,7 @@ that gives the same lines (fp32) and keeps every hard rule (int8)."""
 
 from __future__ import annotations
 
+import multiprocessing
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -202,3 +203,34 @@ def test_the_cache_key_follows_the_weights_and_a_damaged_graph_is_replaced(
     step.write_bytes(b"not a graph")
     assert _answers(Decoder(s2s, vocab, runtime="onnx", graph_cache=tmp_path)) == fresh
     assert step.read_bytes() != b"not a graph"
+
+
+def _cache_of(folder: Path) -> GraphCache:
+    torch.manual_seed(0)
+    return GraphCache(folder, torch.nn.Linear(4, 4))  # the same key in every process
+
+
+def _write_often(folder: Path, fill: bytes, times: int) -> None:
+    cache = _cache_of(folder)
+    for _ in range(times):
+        cache.write("step", True, fill * (1 << 20))
+
+
+def test_two_processes_writing_one_entry_at_once_leave_it_whole(tmp_path: Path) -> None:
+    """Two real processes rewrite the same entry (as two decode workers starting together) while
+    this one reads it: every read is one writer's whole graph, never a mix or a part, and no
+    temporary file is left behind."""
+    context = multiprocessing.get_context("spawn")
+    writers = [context.Process(target=_write_often, args=(tmp_path, fill, 40)) for fill in (b"a", b"b")]
+    for w in writers:
+        w.start()
+    cache, whole, reads = _cache_of(tmp_path), {b"a" * (1 << 20), b"b" * (1 << 20)}, 0
+    while any(w.is_alive() for w in writers) or reads == 0:
+        got = cache.read("step", True)
+        if got is not None:
+            assert got in whole, (len(got), got[:1], got[-1:])
+            reads += 1
+    for w in writers:
+        w.join()
+        assert w.exitcode == 0
+    assert [p.name for p in tmp_path.iterdir()] == [cache.path("step", True).name]

@@ -149,10 +149,16 @@ def test_bundle_carries_the_known_lower_lines(tmp_path, vocab: Vocab, pairs) -> 
     assert len(b.fingerprints) == 2
     plain = export_bundle(tmp_path / "plain", model, vocab, train_uppers=[u0])
     assert load_bundle(plain).known_lowers(u0) == [] and not (plain / KNOWN_FILE).exists()
+    lazy = load_bundle(out, lazy=True)  # the command line's: read on the first lookup
+    assert lazy.known_lowers(u0) == [l0, "另一下联"] and lazy.known_lowers("无此上联") == []
     (out / KNOWN_FILE).write_bytes(b"not lzma")
     write_manifest(out)  # a bundle made with a bad file, not one damaged afterwards
     with pytest.raises(ValueError, match="not an lzma file"):
         load_bundle(out)
+    lazy = load_bundle(out, lazy=True)
+    assert lazy.known_lowers("无此上联") == []  # no training line: the file is not read
+    with pytest.raises(ValueError, match="not an lzma file"):
+        lazy.known_lowers(u0)
     (out / KNOWN_FILE).write_bytes(KnownLowers.encode(FingerprintIndex.from_lines(["x"]), []))
     write_manifest(out)
     with pytest.raises(ValueError, match="1 records for 2 fingerprints"):
@@ -434,3 +440,15 @@ def test_the_weights_refuse_damage_without_a_manifest(tmp_path, vocab: Vocab, pa
     shutil.copy(out / CONFIG_FILE, out / PROPOSER_CONFIG)  # an encoder-decoder where the tagger belongs
     with pytest.raises(ValueError, match="must be an encoder-only tagger"):
         load_bundle(out)
+
+
+def test_a_fingerprint_file_is_taken_as_it_is_when_sorted_and_sorted_when_not(tmp_path) -> None:
+    lines = ["春风得意", "山高水长", "花开富贵", "明月照窗前"]
+    index = FingerprintIndex.from_lines(lines)
+    index.save(tmp_path / "sorted.npy")
+    loaded = FingerprintIndex.load(tmp_path / "sorted.npy")
+    assert np.array_equal(loaded.hashes, index.hashes) and all(loaded.contains(x) for x in lines)
+    np.save(tmp_path / "unsorted.npy", np.concatenate([index.hashes[::-1], index.hashes[:1]]))
+    unsorted = FingerprintIndex.load(tmp_path / "unsorted.npy")
+    assert np.array_equal(unsorted.hashes, index.hashes) and all(unsorted.contains(x) for x in lines)
+    assert not unsorted.contains("无此上联")
