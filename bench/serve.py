@@ -100,7 +100,8 @@ def start_server(model: Path, port: int, tmp: Path, timeout: float = 300) -> sub
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            raise RuntimeError(f"server exited: {proc.stderr.read().decode() if proc.stderr else ''}")
+            said = proc.stderr.read().decode() if proc.stderr else ""
+            raise RuntimeError(f"server exited ({proc.returncode}): {said}")
         try:
             if httpx.get(f"http://127.0.0.1:{port}/api/v1/health", timeout=1).status_code == 200:
                 return proc
