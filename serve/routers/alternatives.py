@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, HTTPException, Request, status
+from fastapi import APIRouter, Request
 
 from duilian.inputs import MAX_ALTERNATIVES, InputError, make_alternatives_query
 from duilian.service import AlternativesAnswer
-from model.decoding.plan import ConstraintError
-from serve.couplets import Busy, WorkerLost, report_out
+from serve.couplets import report_out
 from serve.deps import RateLimited, ServiceDep, SettingsDep
 from serve.observability import Metrics
-from serve.routers.info import RESTART_RETRY_AFTER
+from serve.routers.generate import decode_refusals
 from serve.schemas import Alternative, AlternativesRequest, AlternativesResponse
 from serve.validation import refused
 
@@ -78,28 +77,7 @@ async def alternatives(
         )
     except InputError as exc:
         raise refused(exc) from exc
-    try:
+    with decode_refusals(metrics):
         answer = await service.alternatives(query)
-    except Busy as exc:
-        metrics.refused.labels("queue_full").inc()
-        raise HTTPException(
-            status.HTTP_503_SERVICE_UNAVAILABLE,
-            detail="服务器正忙，请稍后再试 / The server is busy; please retry shortly.",
-            headers={"Retry-After": "1"},
-        ) from exc
-    except WorkerLost as exc:
-        metrics.refused.labels("workers_lost").inc()
-        raise HTTPException(
-            status.HTTP_503_SERVICE_UNAVAILABLE,
-            detail="解码进程意外退出，正在重启，请几秒后再试 / A decoding worker stopped unexpectedly and is "
-            "being restarted; please retry in a few seconds.",
-            headers={"Retry-After": RESTART_RETRY_AFTER},
-        ) from exc
-    except ConstraintError as exc:  # its message names the constraint, in Chinese and English
-        raise HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, detail=str(exc)) from exc
-    except ValueError as exc:  # e.g. classical tones without a 入声 table
-        raise HTTPException(
-            status.HTTP_422_UNPROCESSABLE_CONTENT, detail=f"请求无法处理 / Cannot do this request: {exc}"
-        ) from exc
     metrics.withheld.inc(answer.filtered)
     return response(answer)

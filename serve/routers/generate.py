@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 from fastapi import APIRouter, HTTPException, Request, Response, status
 from starlette.concurrency import run_in_threadpool
 
@@ -19,6 +22,35 @@ from serve.schemas import GenerateRequest, GenerateResponse
 from serve.validation import refused
 
 router = APIRouter(tags=["couplets"], dependencies=[RateLimited])
+
+
+@contextmanager
+def decode_refusals(metrics: Metrics) -> Iterator[None]:
+    """A decode's refusals as HTTP errors, counted: a full queue or a lost worker (503 with
+    ``Retry-After``), an impossible request (422, the constraint named in Chinese and English)."""
+    try:
+        yield
+    except Busy as exc:
+        metrics.refused.labels("queue_full").inc()
+        raise HTTPException(
+            status.HTTP_503_SERVICE_UNAVAILABLE,
+            detail="服务器正忙，请稍后再试 / The server is busy; please retry shortly.",
+            headers={"Retry-After": "1"},
+        ) from exc
+    except WorkerLost as exc:
+        metrics.refused.labels("workers_lost").inc()
+        raise HTTPException(
+            status.HTTP_503_SERVICE_UNAVAILABLE,
+            detail="解码进程意外退出，正在重启，请几秒后再试 / A decoding worker stopped unexpectedly and is "
+            "being restarted; please retry in a few seconds.",
+            headers={"Retry-After": RESTART_RETRY_AFTER},
+        ) from exc
+    except ConstraintError as exc:  # its message names the constraint, in Chinese and English
+        raise HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, detail=str(exc)) from exc
+    except ValueError as exc:  # e.g. classical tones without a 入声 table
+        raise HTTPException(
+            status.HTTP_422_UNPROCESSABLE_CONTENT, detail=f"请求无法处理 / Cannot do this request: {exc}"
+        ) from exc
 
 
 @router.post("/generate", response_model=GenerateResponse)
@@ -48,28 +80,8 @@ async def generate(
     timing = JobTiming()  # filled in by the decode thread that decodes this request's batch
     token = JOB_TIMING.set(timing)
     try:
-        answer = await service.generate(query)
-    except Busy as exc:
-        metrics.refused.labels("queue_full").inc()
-        raise HTTPException(
-            status.HTTP_503_SERVICE_UNAVAILABLE,
-            detail="服务器正忙，请稍后再试 / The server is busy; please retry shortly.",
-            headers={"Retry-After": "1"},
-        ) from exc
-    except WorkerLost as exc:
-        metrics.refused.labels("workers_lost").inc()
-        raise HTTPException(
-            status.HTTP_503_SERVICE_UNAVAILABLE,
-            detail="解码进程意外退出，正在重启，请几秒后再试 / A decoding worker stopped unexpectedly and is "
-            "being restarted; please retry in a few seconds.",
-            headers={"Retry-After": RESTART_RETRY_AFTER},
-        ) from exc
-    except ConstraintError as exc:  # its message names the constraint, in Chinese and English
-        raise HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, detail=str(exc)) from exc
-    except ValueError as exc:  # e.g. classical tones without a 入声 table
-        raise HTTPException(
-            status.HTTP_422_UNPROCESSABLE_CONTENT, detail=f"请求无法处理 / Cannot do this request: {exc}"
-        ) from exc
+        with decode_refusals(metrics):
+            answer = await service.generate(query)
     finally:
         JOB_TIMING.reset(token)
     response.headers["Server-Timing"] = server_timing(timing)
