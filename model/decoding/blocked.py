@@ -12,9 +12,10 @@ characters but the last (the word's length and its ids, hashed) and the id of it
 character. A bundle carries it as ``blocked.npz``, built when the bundle is written, from
 the word list less what the allow-list switches off, so the bundle still holds no offensive
 text (a key cannot be read back; a last character alone says little). At each step the rule
-hashes each beam's last 0, 1, ... characters, looks the keys up (a sorted array, one
-``searchsorted``) and sets ``-inf`` on the last characters found. Words with a character
-outside the vocabulary are left out: the model cannot write them.
+bans the one-character words in one fill, hashes each beam's last 1, 2 ... characters, looks
+the keys up (a dict of the table's keys: a few rows, so Python beats tensor operations) and
+sets ``-inf`` on the last characters found. Words with a character outside the vocabulary
+are left out: the model cannot write them.
 
 Shapes: N requests, B rows (beams), L line length, V vocabulary (or M shortlist columns).
 """
@@ -77,7 +78,7 @@ class BlockedWords:
         """The words (already normalised, as the filter holds them) in the ids of ``pieces``."""
         index = {p: i for i, p in enumerate(pieces) if len(p) == 1}
         keys, last, lengths = [], [], set()
-        for word in set(words):
+        for word in sorted(set(words)):  # (a set's order differs between runs; the file should not)
             ids = [index.get(ch, -1) for ch in word]
             if not word or min(ids) < 0:
                 continue
@@ -129,17 +130,6 @@ class BlockedWords:
         """The listed words of one character (banned everywhere)."""
         return self.by_key.get(key_of((), 1), [])
 
-    def found(self, heads: Tensor, length: int) -> tuple[Tensor, Tensor]:
-        """heads (B, length-1) ids -> (rows, last ids): each row's characters that would
-        complete a listed word of ``length`` after its head."""
-        query = word_keys(heads, length)  # (B,)
-        lo = torch.searchsorted(self.keys, query)
-        hi = torch.searchsorted(self.keys, query, right=True)
-        count = hi - lo
-        rows = torch.repeat_interleave(torch.arange(len(query)), count)
-        first = torch.repeat_interleave(lo - (count.cumsum(0) - count), count)
-        return rows, self.last[first + torch.arange(len(rows))]
-
     def contains(self, ids: Tensor, length: int) -> Tensor:
         """ids (..., length) -> (...) whether each row of ids is a listed word."""
         if self._full is None:
@@ -156,10 +146,7 @@ class BlockedWords:
         punctuation they bring) spell a listed word where it would count."""
         if not plan.rules or not len(self):
             return
-        forced = list(plan.lock)
-        for i, src in enumerate(plan.copy_of):
-            if src >= 0 and forced[src] >= 0:
-                forced[i] = forced[src]
+        forced = plan.lock  # (the plan spreads each lock over its repeat group)
         bounds = boundaries(plan.upper)
         for n in self.lengths:
             for start in range(len(forced) - n + 1):
@@ -182,7 +169,7 @@ class NoBlockedWords(StepRuleBase):
     word would start and end on the upper line's word boundaries.
 
     Most words complete at the position being chosen, all earlier characters in the beam's
-    prefix (one table lookup per word length). A choice can also complete words further on,
+    prefix (one dict lookup per row and word length). A choice can also complete words further on,
     where every later character is already decided: the upper line's repeats (声声 makes the
     lower line's character at both places that of its first 声, so 色 would make 色色 there)
     and the user's locks after this position. Those windows are found per request when the
@@ -282,10 +269,7 @@ def _windows_ahead(
     each a list of slots (``choice``, the character chosen; ``prefix``, an earlier position's;
     ``fixed``, an id). Windows over punctuation are left out (no word holds a mark)."""
     length = plan.length
-    forced = [lock if lock >= 0 else -1 for lock in plan.lock]
-    for i, src in enumerate(plan.copy_of):
-        if src >= 0 and forced[src] >= 0:
-            forced[i] = forced[src]
+    forced = plan.lock  # (the plan spreads each lock over its repeat group)
     head = [src if src >= 0 else i for i, src in enumerate(plan.copy_of)]
 
     def ready(p: int, pos: int) -> bool:  # p's character is known once ``pos`` is chosen

@@ -11,13 +11,13 @@ import torch
 from data.segment import boundaries
 from data.sensitive import SensitiveFilter
 from data.vocab import Vocab
-from model.decoding.blocked import BlockedWords, NoBlockedWords
+from model.decoding.blocked import BlockedWords, NoBlockedWords, key_of
 from model.decoding.decoder import Decoder
 from model.decoding.options import DecodeOptions
 from model.decoding.plan import ConstraintError
 from model.net.tagger import CoupletTagger
-from model.net.transformer import CoupletTransformer, ModelConfig
-from tests.model.decoding.fixtures import decode_vocab
+from model.net.transformer import CoupletTransformer
+from tests.model.decoding.fixtures import decode_vocab, tiny_model, tiny_tagger
 
 
 @pytest.fixture(scope="module")
@@ -27,16 +27,12 @@ def vocab(tmp_path_factory: pytest.TempPathFactory, pairs: list[tuple[str, str]]
 
 @pytest.fixture(scope="module")
 def model(vocab: Vocab) -> CoupletTransformer:
-    torch.manual_seed(3)
-    cfg = ModelConfig(vocab_size=len(vocab), d_model=32, n_heads=2, n_enc_layers=1, n_dec_layers=1, d_ff=64)
-    return CoupletTransformer(cfg).eval()
+    return tiny_model(vocab, seed=3)
 
 
 @pytest.fixture(scope="module")
 def tagger(vocab: Vocab) -> CoupletTagger:
-    torch.manual_seed(4)
-    cfg = ModelConfig(vocab_size=len(vocab), d_model=32, n_heads=2, d_ff=64, kind="tagger")
-    return CoupletTagger(cfg).eval()
+    return tiny_tagger(vocab, seed=4)
 
 
 def texts(decoder: Decoder, upper: str, n: int = 10, **options: object) -> list[str]:
@@ -59,8 +55,9 @@ def test_table_round_trip_and_lookup(vocab: Vocab, tmp_path: Path) -> None:
     assert torch.equal(again.keys, table.keys) and torch.equal(again.last, table.last)
     ids = torch.tensor([vocab.encode("春风"), vocab.encode("风春"), vocab.encode("明月")])
     assert again.contains(ids, 2).tolist() == [True, False, True]
-    rows, last = again.found(torch.tensor([vocab.encode("春"), vocab.encode("秋")]), 2)
-    assert rows.tolist() == [0] and last.tolist() == vocab.encode("风")
+    assert again.by_key[key_of(vocab.encode("春"), 2)] == vocab.encode("风")
+    assert key_of(vocab.encode("秋"), 2) not in again.by_key
+    assert again.singles == vocab.encode("花")
 
 
 @pytest.mark.parametrize("upper", ["两个黄鹂鸣翠柳", "海纳百川有容乃大"])
