@@ -60,6 +60,15 @@ def is_any_punct(ch: str) -> bool:
     return ch in PUNCTUATION or unicodedata.category(ch).startswith("P")
 
 
+def text_end(line: str) -> int:
+    """The position after the line's last character that is not a punctuation mark (0 for a
+    line of marks only): ``line[:text_end(line)]`` is the line without its final marks."""
+    end = len(line)
+    while end > 0 and is_punct(line[end - 1]):
+        end -= 1
+    return end
+
+
 def punct_positions(line: str) -> tuple[int, ...]:
     return tuple(i for i, ch in enumerate(line) if is_punct(ch))
 

@@ -29,7 +29,7 @@ from torch import Tensor
 
 from data.pairing import PairingTable
 from data.rules import check, punctuation_mirrored
-from data.text import is_punct
+from data.text import is_punct, text_end
 from data.tones import Tone, line_tones, mark
 from data.vocab import Vocab
 from model.decoding.blocked import BlockedWords, NoBlockedWords
@@ -45,7 +45,7 @@ from model.decoding.options import (
     DecodeResult,
     Runtime,
 )
-from model.decoding.plan import FREE, ConstraintError, Plan, plan_request
+from model.decoding.plan import FREE, ConstraintError, Plan, check_lock, check_lock_pattern, plan_request
 from model.decoding.quantize import quantized
 from model.decoding.score_rules import StepRule, Weights, build_rules, fuse
 from model.decoding.search import forced_search, next_scores, rescore, run_search, strategy_for
@@ -156,7 +156,7 @@ class Decoder:
         if not 1 <= options.n_best <= MAX_CANDIDATES:
             raise ValueError(f"n_best must be 1..{MAX_CANDIDATES}, got {options.n_best}")
         views = [ModelView.of(u, self.vocab, options.rules) for u in uppers]
-        plans = [self.plan(v.line, replace(options, locks=v.locks(options.locks))) for v in views]
+        plans = [self.plan(v.line, replace(options, locks=v.locks(options.locks, self.vocab))) for v in views]
         by_length: dict[int, list[int]] = {}
         for i, p in enumerate(plans):
             by_length.setdefault(p.length, []).append(i)
@@ -165,7 +165,7 @@ class Decoder:
             for start in range(0, len(idx), batch_size):
                 chunk = idx[start : start + batch_size]
                 for i, res in zip(chunk, self._decode([plans[i] for i in chunk], options), strict=True):
-                    results[i] = views[i].restore(res, self.vocab, options.tone_mode)
+                    results[i] = views[i].restore(res, options.tone_mode)
         return [r for r in results if r is not None]
 
     def _decode(self, plans: list[Plan], options: DecodeOptions) -> list[DecodeResult]:
@@ -220,7 +220,7 @@ class Decoder:
             raise ValueError(f"k must be 1..{MAX_CANDIDATES}, got {k}")
         _check_alternative_input(upper, lower, position, options.rules, self.vocab)
         view = ModelView.of(upper, self.vocab, options.rules)
-        plan = self.plan(view.line, replace(options, locks=view.locks(options.locks)))
+        plan = self.plan(view.line, replace(options, locks=view.locks(options.locks, self.vocab)))
         at = view.kept.index(position)
         line = [self.vocab.encode(lower[i])[0] for i in view.kept]
         head = [src if src >= 0 else i for i, src in enumerate(plan.copy_of)]
@@ -418,33 +418,22 @@ class ModelView:
     def of(cls, upper: str, vocab: Vocab, rules: bool = True) -> ModelView:
         if not rules:
             return cls(upper, upper, tuple(range(len(upper))))
-        end = len(upper)
-        while end > 0 and is_punct(upper[end - 1]):
-            end -= 1
+        end = text_end(upper)
         if end == 0:  # only marks: the plan says what is wrong with it
             return cls(upper, upper, tuple(range(len(upper))))
         kept = tuple(i for i in range(end) if not (is_punct(upper[i]) and upper[i] not in vocab))
         return cls(upper, "".join(upper[i] for i in kept), kept)
 
-    def locks(self, locks: str | None) -> str | None:
+    def locks(self, locks: str | None, vocab: Vocab) -> str | None:
         """The lock pattern over the kept positions; a left-out mark may be locked only as
-        itself (or left free)."""
+        itself (or left free): the plan's own checks, on the whole line."""
         if not locks or len(self.kept) == len(self.original):
             return locks
-        if len(locks) != len(self.original):
-            raise ConstraintError(
-                "locks",
-                f"锁字模式长度为{len(locks)}，上联长度为{len(self.original)}，二者须相等",
-                f"the lock pattern has {len(locks)} characters but the upper line has {len(self.original)}",
-            )
+        check_lock_pattern(self.original, locks)
         kept = set(self.kept)
-        for i, (ch, sign) in enumerate(zip(locks, self.original, strict=True)):
-            if i not in kept and ch not in FREE and ch != sign:
-                raise ConstraintError(
-                    "locks",
-                    f"锁定的第{i + 1}字「{ch}」与上联该处的标点「{sign}」冲突",
-                    f"the lock {ch!r} at position {i + 1} conflicts with punctuation",
-                )
+        for i, ch in enumerate(locks):
+            if i not in kept and ch not in FREE:
+                check_lock(self.original, i, ch, vocab, rules=True)
         return "".join(locks[i] for i in self.kept)
 
     def text(self, lower: str) -> str:
@@ -453,10 +442,11 @@ class ModelView:
             out[i] = lower[j]
         return "".join(out)
 
-    def restore(self, result: DecodeResult, vocab: Vocab, mode: str) -> DecodeResult:
+    def restore(self, result: DecodeResult, mode: str) -> DecodeResult:
         """``result`` for the whole upper line: the marks put back, the reports read again on
-        the whole lines, and only characters (not marks) named unknown."""
-        unknown = [ch for ch in vocab.unknown(self.original) if not is_punct(ch)]
+        the whole lines, and only characters (not marks) named unknown (the view left out
+        marks only, so its unknown characters are the whole line's)."""
+        unknown = [ch for ch in result.unknown_chars if not is_punct(ch)]
         if len(self.kept) == len(self.original):
             return replace(result, unknown_chars=unknown)
         tones = line_tones(self.original, mode)

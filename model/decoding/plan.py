@@ -68,15 +68,20 @@ def _first_char(upper: str) -> int:
     return next((i for i, ch in enumerate(upper) if not is_punct(ch)), 0)
 
 
+def check_lock_pattern(upper: str, locks: str) -> None:
+    """A lock pattern has one box per character of the upper line."""
+    if len(locks) != len(upper):
+        raise ConstraintError(
+            "locks",
+            f"锁字模式长度为{len(locks)}，上联长度为{len(upper)}，二者须相等",
+            f"the lock pattern has {len(locks)} characters but the upper line has {len(upper)}",
+        )
+
+
 def _parse_locks(upper: str, locks: str | None, required_first: str | None) -> dict[int, str]:
     out: dict[int, str] = {}
     if locks:
-        if len(locks) != len(upper):
-            raise ConstraintError(
-                "locks",
-                f"锁字模式长度为{len(locks)}，上联长度为{len(upper)}，二者须相等",
-                f"the lock pattern has {len(locks)} characters but the upper line has {len(upper)}",
-            )
+        check_lock_pattern(upper, locks)
         out = {i: ch for i, ch in enumerate(locks) if ch not in FREE}
     if required_first:
         if len(required_first) != 1:
@@ -94,7 +99,7 @@ def _parse_locks(upper: str, locks: str | None, required_first: str | None) -> d
     return out
 
 
-def _check_lock(upper: str, pos: int, ch: str, vocab: Vocab, rules: bool, head_char: bool = False) -> None:
+def check_lock(upper: str, pos: int, ch: str, vocab: Vocab, rules: bool, head_char: bool = False) -> None:
     """One locked character (``head_char``: 藏头's, named so in the messages)."""
     constraint = "required_first" if head_char else "locks"
     where = f"藏头字「{ch}」" if head_char else f"锁定的第{pos + 1}字「{ch}」"
@@ -189,7 +194,7 @@ def plan_request(
     raw = _parse_locks(upper, locks, required_first)
     first = _first_char(upper) if required_first else -1
     for pos, ch in raw.items():
-        _check_lock(upper, pos, ch, vocab, rules, head_char=pos == first)
+        check_lock(upper, pos, ch, vocab, rules, head_char=pos == first)
     lock_ch = _resolve_locks(upper, raw, head, rules)
     ids = vocab.encode(upper)
     punct = [ids[i] if rules and is_punct(ch) else -1 for i, ch in enumerate(upper)]

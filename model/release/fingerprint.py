@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from data.text import ASCII_TO_FULLWIDTH, is_punct
+from data.text import ASCII_TO_FULLWIDTH, text_end
 
 
 def normalise(line: str) -> str:
@@ -25,10 +25,7 @@ def normalise(line: str) -> str:
     is, as the decoder reads both alike)."""
     line = unicodedata.normalize("NFC", line)
     folded = "".join(ASCII_TO_FULLWIDTH.get(ch, ch) for ch in line if not ch.isspace())
-    end = len(folded)
-    while end > 0 and is_punct(folded[end - 1]):
-        end -= 1
-    return folded[:end] if end else folded
+    return folded[: text_end(folded)] or folded
 
 
 def fingerprint(line: str) -> int:

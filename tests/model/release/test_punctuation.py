@@ -79,7 +79,7 @@ def test_marks_inside_the_line_are_mirrored_and_not_unknown(decoder: Decoder, up
 
 def test_locks_over_a_left_out_mark(decoder: Decoder, bundle: Bundle) -> None:
     view = ModelView.of("风弦未拨心先乱。", bundle.vocab)
-    assert view.line == "风弦未拨心先乱" and view.locks("______闲。") == "______闲"
+    assert view.line == "风弦未拨心先乱" and view.locks("______闲。", bundle.vocab) == "______闲"
     top = decoder.generate("风弦未拨心先乱。", DecodeOptions(n_best=3, locks="______闲_")).candidates[0].text
     assert top[6:] == "闲。"
     with pytest.raises(ConstraintError) as err:
