@@ -31,24 +31,29 @@ from model.training.presets import load_preset
 from model.training.run import load_proposer, run_checkpoint
 
 
-def sensitive_hashes() -> tuple[np.ndarray | None, int | None]:
-    """The corpus's sensitive-word list, hashed, and its longest word's length (None, None
-    without the list)."""
-    path = corpus_dir() / "badwords.txt"
-    if not path.exists():
-        return None, None
-    words = [w.strip() for w in path.read_text(encoding="utf-8").splitlines() if w.strip()]
-    longest = max((len(w) for w in normalised(words)), default=0)
-    return np.asarray(hash_words(words), dtype=np.uint64), longest
+@dataclass(frozen=True)
+class SensitiveTables:
+    """The corpus's sensitive-word list as a bundle carries it: hashed, with its longest
+    word's length, and, less what the allow-list switches off, as the search's table."""
+
+    hashes: np.ndarray | None = None
+    longest: int | None = None
+    blocked: BlockedWords | None = None
 
 
-def blocked_words(pieces: list[str]) -> BlockedWords | None:
-    """The corpus's sensitive-word list, less what the allow-list switches off, as the
-    search's table in the ids of ``pieces`` (None without the list)."""
+def sensitive_tables(pieces: list[str]) -> SensitiveTables:
+    """The list read once, as the data stage reads it (``read_words``), in the ids of
+    ``pieces``; empty without the list."""
     path = corpus_dir() / "badwords.txt"
     if not path.exists():
-        return None
-    return BlockedWords.from_words(SensitiveFilter(read_words(path), read_words(ALLOW_LIST)).words(), pieces)
+        return SensitiveTables()
+    words = read_words(path)
+    norm = normalised(words)
+    return SensitiveTables(
+        hash_words(norm, normalise=False),
+        max((len(w) for w in norm), default=0),
+        BlockedWords.from_words(SensitiveFilter(words, read_words(ALLOW_LIST)).words(), pieces),
+    )
 
 
 @dataclass(frozen=True)
@@ -117,7 +122,7 @@ def finish(
         print(headline(spec.preset, ev, None, plot, spec.no_eval))
         return
     data_card, report = folder / "DATA_CARD.md", folder / "report.json"
-    hashes, longest = sensitive_hashes()
+    sensitive = sensitive_tables(vocab.pieces)
     bundle = export_bundle(
         out / "bundle",
         model,
@@ -125,9 +130,9 @@ def finish(
         train_pairs=train_pairs,
         pairing=pairing,
         banners=folder / BANNERS_FILE if (folder / BANNERS_FILE).is_file() else None,
-        sensitive_hashes=hashes,
-        sensitive_max_len=longest,
-        blocked=blocked_words(vocab.pieces),
+        sensitive_hashes=sensitive.hashes,
+        sensitive_max_len=sensitive.longest,
+        blocked=sensitive.blocked,
         data_card=data_card.read_text("utf-8") if data_card.exists() else "",
         data_report=json.loads(report.read_text("utf-8")) if report.exists() else None,
         eval_result=ev,
