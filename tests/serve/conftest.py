@@ -141,30 +141,24 @@ def bundle_b(tmp_path_factory: pytest.TempPathFactory, vocab: Vocab) -> Path:
     return build_bundle(tmp_path_factory.mktemp("models") / "b", vocab, seed=2, version="test-b")
 
 
+def build_bad_bundle(out: Path, vocab: Vocab, blocked: bool = False) -> Path:
+    """A model that favours BAD_WORD, with BAD_WORD as its listed word (``blocked``: also as
+    the search's table, as `make train` writes it)."""
+    name = "test-blocked" if blocked else "test-bad"
+    return build_bundle(
+        out, vocab, seed=3, version=name, bad_word=BAD_WORD, sensitive=[BAD_WORD], blocked=blocked
+    )
+
+
 @pytest.fixture(scope="session")
 def bad_bundle(tmp_path_factory: pytest.TempPathFactory, vocab: Vocab) -> Path:
-    return build_bundle(
-        tmp_path_factory.mktemp("models") / "bad",
-        vocab,
-        seed=3,
-        version="test-bad",
-        bad_word=BAD_WORD,
-        sensitive=[BAD_WORD],
-    )
+    return build_bad_bundle(tmp_path_factory.mktemp("models") / "bad", vocab)
 
 
 @pytest.fixture(scope="session")
 def blocked_bundle(tmp_path_factory: pytest.TempPathFactory, vocab: Vocab) -> Path:
     """The bad bundle's model and word list, with the list as the search's table too."""
-    return build_bundle(
-        tmp_path_factory.mktemp("models") / "blocked",
-        vocab,
-        seed=3,
-        version="test-blocked",
-        bad_word=BAD_WORD,
-        sensitive=[BAD_WORD],
-        blocked=True,
-    )
+    return build_bad_bundle(tmp_path_factory.mktemp("models") / "blocked", vocab, blocked=True)
 
 
 @pytest.fixture(scope="session")

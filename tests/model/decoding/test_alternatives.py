@@ -21,7 +21,7 @@ from model.decoding.options import DecodeOptions
 from model.decoding.plan import ConstraintError
 from model.net.tagger import CoupletTagger
 from model.net.transformer import CoupletTransformer, ModelConfig
-from tests.model.decoding.fixtures import decode_vocab
+from tests.model.decoding.fixtures import decode_vocab, tiny_model
 
 UPPERS = ["两个黄鹂鸣翠柳", "风声雨声读书声", "海纳百川有容乃大", "天对地，雨对风"]
 
@@ -33,9 +33,7 @@ def vocab(tmp_path_factory: pytest.TempPathFactory, pairs: list[tuple[str, str]]
 
 @pytest.fixture(scope="module")
 def model(vocab: Vocab) -> CoupletTransformer:
-    torch.manual_seed(5)
-    cfg = ModelConfig(vocab_size=len(vocab), d_model=32, n_heads=2, n_enc_layers=1, n_dec_layers=1, d_ff=64)
-    return CoupletTransformer(cfg).eval()
+    return tiny_model(vocab, seed=5)
 
 
 @pytest.fixture(scope="module")

@@ -17,21 +17,13 @@ from model.decoding.decoder import Decoder
 from model.decoding.options import MAX_CANDIDATES, DecodeOptions
 from model.decoding.plan import ConstraintError
 from model.decoding.search import BeamSearch, _diverse_topk, allocate, run_search
-from model.net.transformer import CoupletTransformer, ModelConfig
-from tests.model.decoding.fixtures import decode_vocab
+from model.net.transformer import CoupletTransformer
+from tests.model.decoding.fixtures import decode_vocab, tiny_model
 
 
 @pytest.fixture(scope="module")
 def vocab(tmp_path_factory: pytest.TempPathFactory, pairs: list[tuple[str, str]]) -> Vocab:
     return decode_vocab(tmp_path_factory.mktemp("decode_vocab"), pairs)
-
-
-def tiny_model(vocab: Vocab, seed: int = 0) -> CoupletTransformer:
-    torch.manual_seed(seed)
-    cfg = ModelConfig(
-        vocab_size=len(vocab), d_model=32, n_heads=2, n_enc_layers=1, n_dec_layers=1, d_ff=64, dropout=0.0
-    )
-    return CoupletTransformer(cfg).eval()
 
 
 @pytest.fixture(scope="module")
