@@ -30,7 +30,7 @@ from typing import cast
 
 import torch
 
-from data.paths import ROOT, corpus_dir, data_dir, default_model_dir
+from data.paths import ROOT, corpus_dir, data_dir, default_model_dir, graph_cache_dir
 from data.vocab import Vocab
 from model.decoding.decoder import Decoder
 from model.decoding.options import DIVERSE_PENALTY, SERVE_INT8, SERVE_RUNTIME, DecodeOptions
@@ -115,8 +115,9 @@ def run(args: argparse.Namespace) -> dict[str, object]:
     proposer, proposer_kind = proposer_for(decoder)
     decoder.proposer = None
     model = cast(CoupletTransformer, decoder.model)
-    served = Decoder(model, decoder.vocab, SERVE_INT8, proposer, runtime=SERVE_RUNTIME)
-    other = Decoder(model, decoder.vocab, not SERVE_INT8, proposer, runtime=SERVE_RUNTIME)
+    cache = graph_cache_dir()
+    served = Decoder(model, decoder.vocab, SERVE_INT8, proposer, runtime=SERVE_RUNTIME, graph_cache=cache)
+    other = Decoder(model, decoder.vocab, not SERVE_INT8, proposer, runtime=SERVE_RUNTIME, graph_cache=cache)
     served.pairing = other.pairing = decoder.pairing  # the bundle's pairing table, as served
     normal = DecodeOptions(n_best=10)
     variants = {

@@ -61,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
     settings = Settings()
     lines = args.test.read_text(encoding="utf-8").splitlines()[: args.limit]
     uppers = [line.split("\t")[0] for line in lines]
-    model = LoadedModel.load(args.model, engine=Engine(int8=settings.int8, runtime=settings.runtime))
+    model = LoadedModel.load(args.model, engine=Engine(settings.int8, settings.runtime, settings.graph_cache))
     wanted = args.modes.split(",")
     result = {name: answers(model, uppers, fields, settings) for name, fields in MODES if name in wanted}
     args.out.write_text(json.dumps({"uppers": uppers, **result}, ensure_ascii=False, indent=0), "utf-8")

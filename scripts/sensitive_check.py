@@ -17,7 +17,7 @@ import json
 import time
 from pathlib import Path
 
-from data.paths import corpus_dir, default_model_dir
+from data.paths import corpus_dir, default_model_dir, graph_cache_dir
 from data.segment import boundaries
 from duilian.inputs import Query
 from duilian.service import Engine, LoadedModel, allow_list
@@ -43,7 +43,9 @@ def main() -> None:
         "refused_word_boundaries_share": round(len(bounded) / len(pairs), 5),
         "still_refused_examples": bounded[:10],
     }
-    model = LoadedModel.load(args.model, engine=Engine(int8=True, runtime="onnx"))
+    model = LoadedModel.load(
+        args.model, engine=Engine(int8=True, runtime="onnx", graph_cache=graph_cache_dir())
+    )
     short, withheld, errors, asked = 0, 0, 0, 10
     start = time.perf_counter()
     uppers = [up for up, _ in pairs[: args.lines]]

@@ -23,7 +23,7 @@ from sacrebleu.metrics import BLEU
 from tqdm import tqdm
 
 from data.pairing import PairingTable
-from data.paths import data_dir, default_model_dir, work_dir
+from data.paths import data_dir, default_model_dir, graph_cache_dir, work_dir
 from data.rules import HARD_RULES, check
 from data.tones import MODES as TONE_MODES
 from data.vocab import Vocab
@@ -140,7 +140,15 @@ def make_decoder(
             return out
 
         return plain
-    decoder = Decoder(model, vocab, int8=int8, proposer=proposer, runtime=runtime, pairing=pairing)
+    decoder = Decoder(
+        model,
+        vocab,
+        int8=int8,
+        proposer=proposer,
+        runtime=runtime,
+        pairing=pairing,
+        graph_cache=graph_cache_dir(),
+    )
 
     def one(upper: str) -> str:
         try:

@@ -30,7 +30,9 @@ def test_an_alternatives_query_is_normalised_and_checked() -> None:
 
 def test_the_answer_is_the_apis_body(bundle_a: Path, tmp_path: Path) -> None:
     settings = Settings(model_dir=bundle_a, database_url=f"sqlite:///{tmp_path / 'f.db'}", decode_processes=0)
-    model = LoadedModel.load(bundle_a, engine=Engine(settings.int8, settings.runtime))  # as the site decodes
+    model = LoadedModel.load(
+        bundle_a, engine=Engine(settings.int8, settings.runtime, settings.graph_cache)
+    )  # as the site decodes
     lower = model.answer(make_query("书山有路勤为径", 1)).candidates[0].text
     answer = model.alternatives(make_alternatives_query("书山有路勤为径", lower, 4, 4))
     assert len(answer.alternatives) == 5 and sum(a.original for a in answer.alternatives) == 1

@@ -203,7 +203,7 @@ def settings(tmp_path: Path, bundle_a: Path, known_pairs: Path, database_url: st
         rate_limit_per_minute=0,
         admin_token="test-token",
         decode_processes=0,  # the model in the server process (tests/serve/test_workers.py: processes)
-        graph_cache=None,  # every app exports its graphs (tests/serve/test_workers.py: the cache)
+        # graph_cache: the run's one folder (tests/conftest.py); tests/serve/test_workers.py: the cache itself
     )
 
 

@@ -97,7 +97,10 @@ def test_workers_keep_their_graphs_and_a_restart_or_reload_reads_them(
 
 def test_the_graph_cache_setting_can_be_turned_off(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("DUILIAN_WORK_DIR", str(tmp_path))
+    monkeypatch.delenv("DUILIAN_GRAPH_CACHE")  # the test run's own folder (tests/conftest.py)
     assert Settings().graph_cache == tmp_path / "cache" / "onnx"
+    monkeypatch.setenv("DUILIAN_GRAPH_CACHE", str(tmp_path / "elsewhere"))
+    assert Settings().graph_cache == tmp_path / "elsewhere"
     for off in ("", "off", "none"):
         monkeypatch.setenv("DUILIAN_SERVE_GRAPH_CACHE", off)
         assert Settings().graph_cache is None

@@ -11,6 +11,7 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from data.paths import graph_cache_dir
 from data.rules import check
 from data.text import is_han, is_punct
 from data.vocab import Vocab
@@ -49,6 +50,7 @@ def decoder(vocab: Vocab, request: pytest.FixtureRequest) -> Decoder:
         int8=served,
         proposer=cast(CoupletTagger, tagger).eval(),
         runtime="onnx" if served else "torch",
+        graph_cache=graph_cache_dir(),
     )
 
 

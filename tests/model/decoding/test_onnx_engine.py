@@ -12,6 +12,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from data.paths import graph_cache_dir
 from data.rules import check
 from data.vocab import BOS_ID, EOS_ID, PAD_ID, UNK_ID, Vocab
 from model.decoding.decoder import Decoder
@@ -53,7 +54,7 @@ def test_engine_steps_match_the_models_cached_steps(vocab: Vocab, aligned: bool)
     """Encoder, KV-cached steps with beams reordered between them, the teacher-forced
     states and the tagger's pass: within float rounding of PyTorch."""
     s2s, tagger = models(vocab, aligned)
-    engine = OnnxTransformer(s2s)
+    engine = OnnxTransformer(s2s, cache_dir=graph_cache_dir())
     src = torch.tensor([vocab.encode("海纳百川"), vocab.encode("春风得意")])
     with torch.inference_mode():
         memory = s2s.encode(src)
@@ -70,7 +71,9 @@ def test_engine_steps_match_the_models_cached_steps(vocab: Vocab, aligned: bool)
         tgt_in = torch.tensor([[BOS_ID, *vocab.encode("江山如")], [BOS_ID, *vocab.encode("秋月无")]])
         want = s2s.decode_states(memory, src, tgt_in)
         assert torch.allclose(engine.decode_states(memory, src, tgt_in), want, atol=1e-5)
-        assert torch.allclose(OnnxTagger(tagger).encode(src), tagger.encode(src), atol=1e-4)
+        assert torch.allclose(
+            OnnxTagger(tagger, cache_dir=graph_cache_dir()).encode(src), tagger.encode(src), atol=1e-4
+        )
 
 
 def test_a_step_scoring_a_shortlist_in_the_graph_matches_pytorchs_output_layer(vocab: Vocab) -> None:
@@ -78,7 +81,7 @@ def test_a_step_scoring_a_shortlist_in_the_graph_matches_pytorchs_output_layer(v
     different lengths, so one is padded) equal the step's states through ``Shortlist.log_probs``,
     and the caches advance alike."""
     s2s, _ = models(vocab)
-    engine = OnnxTransformer(s2s)
+    engine = OnnxTransformer(s2s, cache_dir=graph_cache_dir())
     src = torch.tensor([vocab.encode("海纳百川"), vocab.encode("春风得意")])
     ids = [[EOS_ID, *vocab.encode("江山如画")], vocab.encode("秋月无边")]
     shortlist = Shortlist.build(ids, s2s.head.weight.detach())
@@ -99,14 +102,14 @@ def test_a_step_scoring_a_shortlist_in_the_graph_matches_pytorchs_output_layer(v
 def test_engine_refuses_padded_sources(vocab: Vocab) -> None:
     """The graphs take no source mask, so every way in refuses padding instead of attending to it."""
     s2s, tagger = models(vocab)
-    engine = OnnxTransformer(s2s)
+    engine = OnnxTransformer(s2s, cache_dir=graph_cache_dir())
     src = torch.tensor([vocab.encode("海纳百川"), [*vocab.encode("春风"), PAD_ID, PAD_ID]])
     with torch.inference_mode():
         memory = s2s.encode(src)
     for way_in in (
         lambda: engine.encode(src),
         lambda: engine.new_cache(memory, src),
-        lambda: OnnxTagger(tagger).encode(src),
+        lambda: OnnxTagger(tagger, cache_dir=graph_cache_dir()).encode(src),
     ):
         with pytest.raises(ValueError, match="unpadded"):
             way_in()
@@ -119,7 +122,7 @@ def test_beam_search_on_the_engine_equals_pytorch(vocab: Vocab) -> None:
     table[0, :4, [PAD_ID, BOS_ID, EOS_ID, UNK_ID]] = float("-inf")  # no special token inside the line
     table[0, 4] = float("-inf")
     table[0, 4, EOS_ID] = 0.0
-    a = run_search(OnnxTransformer(s2s), src, table, [], BeamSearch(6))
+    a = run_search(OnnxTransformer(s2s, cache_dir=graph_cache_dir()), src, table, [], BeamSearch(6))
     b = run_search(s2s, src, table, [], BeamSearch(6))
     assert a[0].tolist() == b[0].tolist()
     assert torch.allclose(a[2], b[2], atol=1e-4)
@@ -140,7 +143,7 @@ def test_beam_search_on_the_engine_equals_pytorch(vocab: Vocab) -> None:
 def test_decoder_on_onnx_gives_pytorchs_lines(vocab: Vocab, options: DecodeOptions) -> None:
     s2s, tagger = models(vocab)
     eager = Decoder(s2s, vocab, proposer=tagger)
-    onnx = Decoder(s2s, vocab, proposer=tagger, runtime="onnx")
+    onnx = Decoder(s2s, vocab, proposer=tagger, runtime="onnx", graph_cache=graph_cache_dir())
     uppers = UPPERS if options.locks is None else ["海纳百川有容乃大"]
     for upper in uppers:
         want, got = eager.generate(upper, options), onnx.generate(upper, options)
@@ -151,7 +154,7 @@ def test_decoder_on_onnx_gives_pytorchs_lines(vocab: Vocab, options: DecodeOptio
 
 def test_int8_onnx_decoder_keeps_the_rules_and_close_scores(vocab: Vocab) -> None:
     s2s, tagger = models(vocab)
-    decoder = Decoder(s2s, vocab, int8=True, proposer=tagger, runtime="onnx")
+    decoder = Decoder(s2s, vocab, int8=True, proposer=tagger, runtime="onnx", graph_cache=graph_cache_dir())
     for options in (DecodeOptions(n_best=5), replace(DecodeOptions(n_best=5), fast=True)):
         for upper in UPPERS:
             for c in decoder.generate(upper, options).candidates:
@@ -197,8 +200,7 @@ def test_the_cache_key_follows_the_weights_and_a_damaged_graph_is_replaced(
     other, _ = models(vocab, seed=6)
     assert GraphCache(tmp_path, s2s).path("step", True) != GraphCache(tmp_path, other).path("step", True)
     assert GraphCache(tmp_path, s2s).path("step", True) != GraphCache(tmp_path, s2s).path("step", False)
-    fresh = _answers(Decoder(s2s, vocab, runtime="onnx"))
-    Decoder(s2s, vocab, runtime="onnx", graph_cache=tmp_path)
+    fresh = _answers(Decoder(s2s, vocab, runtime="onnx", graph_cache=tmp_path))
     step = GraphCache(tmp_path, s2s).path("step", False)
     step.write_bytes(b"not a graph")
     assert _answers(Decoder(s2s, vocab, runtime="onnx", graph_cache=tmp_path)) == fresh

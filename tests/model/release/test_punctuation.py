@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from data.paths import corpus_dir, default_model_dir
+from data.paths import corpus_dir, default_model_dir, graph_cache_dir
 from data.text import PUNCTUATION, is_punct
 from model.decoding.decoder import Decoder, ModelView
 from model.decoding.options import DecodeOptions
@@ -35,7 +35,7 @@ def bundle() -> Bundle:
 @pytest.fixture(scope="module")
 def decoder(bundle: Bundle) -> Decoder:
     return Decoder(bundle.model, bundle.vocab, int8=True, proposer=bundle.proposer, runtime="onnx",
-                   pairing=bundle.pairing, blocked=bundle.blocked)  # fmt: skip
+                   pairing=bundle.pairing, blocked=bundle.blocked, graph_cache=graph_cache_dir())  # fmt: skip
 
 
 def test_every_mark_couplets_use_is_punctuation() -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from data.paths import default_model_dir
+from data.paths import default_model_dir, graph_cache_dir
 from data.segment import boundaries
 from duilian.inputs import Query
 from duilian.service import Engine, LoadedModel, allow_list
@@ -21,7 +21,9 @@ CASES = [
 
 @pytest.fixture(scope="module")
 def model() -> LoadedModel:
-    return LoadedModel.load(default_model_dir(), engine=Engine(int8=True, runtime="onnx"))
+    return LoadedModel.load(
+        default_model_dir(), engine=Engine(int8=True, runtime="onnx", graph_cache=graph_cache_dir())
+    )
 
 
 def test_the_shipped_bundle_carries_the_table() -> None:

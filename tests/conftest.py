@@ -1,0 +1,23 @@
+"""For every test: one folder of exported ONNX graphs for the whole run.
+
+Exporting a model's graphs with the ``torch.export``-based exporter takes tens of seconds on
+two cores, and the same few models (the fixture bundles, the shipped one) are loaded by many
+tests and by the servers and command lines they start. ``DUILIAN_GRAPH_CACHE`` points them
+all, child processes included, at one folder, so each model is exported once per run; the
+cache keys on the weights and the traced code, so no test reads another model's graphs. The
+tests about exporting and caching pass their own folders, or none."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+
+@pytest.fixture(scope="session", autouse=True)
+def graph_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    folder = tmp_path_factory.mktemp("onnx-graphs")
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("DUILIAN_GRAPH_CACHE", str(folder))
+        yield folder
