@@ -21,24 +21,25 @@ import time
 import torch
 
 from bench.decode import upper_lines
-from data.paths import default_model_dir
+from data.paths import default_model_dir, graph_cache_dir
 from data.text import is_punct
 from duilian.service import Engine, LoadedModel
 from model.decoding.options import ALTERNATIVE_POOL, SERVE_INT8, SERVE_RUNTIME, DecodeOptions
 from model.decoding.plan import ConstraintError
+from model.release.bundle import has_model
 
 TOP = 8
 WIDE = 1024
 
 
 def run(args: argparse.Namespace) -> dict[str, object]:
-    if not (default_model_dir() / "model.pt").is_file():
+    if not has_model(default_model_dir()):
         return {"skipped": "no bundle in models/default"}
     torch.set_num_threads(1)
     quick = getattr(args, "quick", False)
     lines, source = upper_lines()
     lines = [u for u in lines if 5 <= len(u) <= 16][: 10 if quick else 40]
-    model = LoadedModel.load(default_model_dir(), engine=Engine(SERVE_INT8, SERVE_RUNTIME))
+    model = LoadedModel.load(default_model_dir(), engine=Engine(SERVE_INT8, SERVE_RUNTIME, graph_cache_dir()))
     decoder = model.decoder
     options = DecodeOptions()
     times: list[float] = []

@@ -94,8 +94,9 @@ def recovery(
 
 
 def newest_worker(server_pid: int) -> int | None:
-    """The decode worker the server started last (one of the pool serving now: a reload's
-    retired pool is older), or None while it has none."""
+    """The decode worker the server started last, or None while it has none: one of the pool
+    serving now when no reload is starting a new pool (a reload's retired pool is older; while
+    a reload runs, the newest workers are its new pool's, so ``inject`` waits for the reload)."""
     workers = spawned_children(server_pid)
     return max(workers, key=started) if workers else None
 
@@ -105,20 +106,32 @@ async def inject(
 ) -> None:
     """Carries out each of ``faults`` at its time, whatever the others do (a reload that takes
     long delays no kill); ``log`` gets them in the order they happened."""
+    no_reload = asyncio.Event()  # set while no reload runs: a kill waits for it
+    no_reload.set()
     async with httpx.AsyncClient(timeout=600) as http:
 
         async def one(fault: Fault) -> None:
             await asyncio.sleep(max(0.0, start + fault.at - time.perf_counter()))
             at = time.perf_counter() - start
             if fault.kind == "reload":
-                r = await reload_bundle(port, model, http)
+                no_reload.clear()
+                try:
+                    r = await reload_bundle(port, model, http)
+                finally:
+                    no_reload.set()
                 what = f"reload {r.status_code} in {time.perf_counter() - start - at:.1f}s"
                 log.append((fault, at, what if r.status_code == 200 else f"{what}: {r.text[:200]}"))
-            elif (pid := newest_worker(server_pid)) is None:
-                log.append((fault, at, "no worker"))
-            else:
+                return
+            await no_reload.wait()  # else the newest workers are the new pool's, not the serving one's
+            if (pid := newest_worker(server_pid)) is None:
+                log.append((fault, time.perf_counter() - start, "no worker"))
+                return
+            try:
                 os.kill(pid, signal.SIGKILL)
-                log.append((fault, time.perf_counter() - start, f"killed {pid}"))
+            except ProcessLookupError:  # it ended meanwhile
+                log.append((fault, time.perf_counter() - start, f"worker {pid} already gone"))
+                return
+            log.append((fault, time.perf_counter() - start, f"killed {pid}"))
 
         await asyncio.gather(*(one(fault) for fault in faults))
     log.sort(key=lambda done: done[1])

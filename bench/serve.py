@@ -77,7 +77,8 @@ def fallback_bundle(out: Path, preset: str = "cpu") -> Path:
 
 def start_server(model: Path, port: int, tmp: Path, timeout: float = 300) -> subprocess.Popen[bytes]:
     """``python -m serve`` on ``port``, once its health answers 200 (its decode workers have started
-    their models: minutes when the shared machine is busy)."""
+    their models: minutes when the shared machine is busy). Its log goes to ``tmp/server.log``
+    (a pipe nobody reads would fill and stall the server's logging in a long run)."""
     env = {
         **os.environ,
         "DUILIAN_SERVE_DATABASE_URL": f"sqlite:///{tmp / 'feedback.db'}",
@@ -96,12 +97,14 @@ def start_server(model: Path, port: int, tmp: Path, timeout: float = 300) -> sub
         "--log-level",
         "warning",
     ]
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    log = tmp / "server.log"
+    with open(log, "ab") as err:
+        proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=err)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            said = proc.stderr.read().decode() if proc.stderr else ""
-            raise RuntimeError(f"server exited ({proc.returncode}): {said}")
+            said = log.read_text(encoding="utf-8", errors="replace")[-4000:]
+            raise RuntimeError(f"server exited ({proc.returncode}); the end of {log}:\n{said}")
         try:
             if httpx.get(f"http://127.0.0.1:{port}/api/v1/health", timeout=1).status_code == 200:
                 return proc
@@ -147,7 +150,10 @@ class Connections:
             answer = await self._exchange(reader, writer, head + data)
             if answer is not None:
                 return answer
-        reader, writer = await asyncio.open_connection("127.0.0.1", self.port)
+        try:
+            reader, writer = await asyncio.open_connection("127.0.0.1", self.port)
+        except OSError:  # refused or reset: counted as a failed request, the run goes on
+            return 0, b""
         return await self._exchange(reader, writer, head + data) or (0, b"")
 
     async def _exchange(

@@ -30,6 +30,7 @@ from data.banners import BANNERS_FILE, build_banners
 from data.chars import CharBatch
 from data.config import DataConfig
 from data.dedup import Deduper
+from data.files import atomic_file
 from data.filters import PairFilter
 from data.normalize import STEPS, VARIANTS, Normalizer
 from data.sensitive import SensitiveFilter, read_words
@@ -213,20 +214,17 @@ def carve_valid(
 
 
 def write_lines(path: Path, lines: list[str]) -> None:
-    """Write atomically, so a reader never sees half a file."""
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text("\n".join(lines) + "\n" if lines else "", encoding="utf-8")
-    tmp.replace(path)
+    """Write whole or not at all, so a reader never sees half a file."""
+    with atomic_file(path, "w", encoding="utf-8") as f:
+        f.write("\n".join(lines) + "\n" if lines else "")
 
 
 def copy_file(source: Path | None, path: Path) -> None:
-    """The file byte for byte (an empty file when there is no source)."""
-    tmp = path.with_name(path.name + ".tmp")
-    if source is None:
-        tmp.write_bytes(b"")
-    else:
-        shutil.copyfile(source, tmp)
-    tmp.replace(path)
+    """The file byte for byte (an empty file when there is no source), whole or not at all."""
+    with atomic_file(path) as f:
+        if source is not None:
+            with open(source, "rb") as src:
+                shutil.copyfileobj(src, f)
 
 
 def write_pairs(path: Path, pairs: list[Pair]) -> None:

@@ -231,11 +231,16 @@ def load(args: argparse.Namespace) -> LoadedModel:
 
 def answer(model: LoadedModel, q: Query) -> Answer:
     from model.decoding.plan import ConstraintError
+    from model.release.fingerprint import KnownLinesError
 
     try:
         return model.answer(q)
     except ConstraintError as exc:  # its message names the constraint, in Chinese and English
         raise Problem(exc.zh, exc.en) from exc
+    except KnownLinesError as exc:  # read on first use (``lazy``): the bundle, not the request
+        raise Problem(
+            "模型无法读取", f"the model bundle at {model.bundle.path} cannot be read: {exc}"
+        ) from exc
     except ValueError as exc:  # e.g. classical tones without a 入声 table
         raise Problem("请求无法处理", f"Cannot do this request: {exc}") from exc
 

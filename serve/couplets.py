@@ -16,7 +16,7 @@ import multiprocessing
 import os
 import threading
 import time
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from collections.abc import Callable
 from concurrent.futures import CancelledError, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
@@ -43,7 +43,7 @@ from model.release.bundle import load_bundle
 from serve.batching import DecodeBatcher
 from serve.known_lines import KnownLines
 from serve.logs import NO_REQUEST, REQUEST_ID, LogSetup, configure_logging
-from serve.schemas import Banner, Candidate, GenerateResponse, RuleReportOut
+from serve.schemas import Banner, GenerateResponse, RuleReportOut
 from serve.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -59,28 +59,8 @@ def banners_out(banners: list[service.Banner]) -> list[Banner]:
 
 
 def response(answer: Answer) -> GenerateResponse:
-    """The service's answer as the API's response body."""
-    return GenerateResponse(
-        upper=answer.upper,
-        upper_tones=list(answer.upper_tones),
-        candidates=[
-            Candidate(
-                text=c.text,
-                rank_score=c.rank_score,
-                score=c.score,
-                tones=list(c.tones),
-                report=report_out(c.report.as_dict()),
-                banners=banners_out(c.banners),
-            )
-            for c in answer.candidates
-        ],
-        in_training_set=answer.in_training_set,
-        known_lower_lines=list(answer.known_lower_lines),
-        unknown_chars=list(answer.unknown_chars),
-        upper_ends_level=answer.upper_ends_level,
-        filtered=answer.filtered,
-        model_version=answer.model_version,
-    )
+    """The service's answer as the API's response body (``Answer.as_dict`` is its JSON form)."""
+    return GenerateResponse.model_validate(answer.as_dict())
 
 
 def extra_filter(settings: Settings) -> SensitiveFilter | None:
@@ -301,6 +281,8 @@ class PooledModel:
                 future = pool.submit(fn, *args)
             except BrokenProcessPool:
                 continue
+            except RuntimeError as exc:  # shut down: a reload retired this model as the job came
+                raise WorkerLost("this model's decode workers were retired") from exc
             try:
                 return future.result()
             except (BrokenProcessPool, CancelledError) as exc:  # its worker died holding it
@@ -361,7 +343,7 @@ class CoupletService:
         self._cache_size = cache_size
         self.max_pending = max_pending
         self.cache_hits = self.cache_misses = 0  # read by serve.observability's metrics
-        self._alternatives_pending = 0  # alternatives requests being answered
+        self._alternatives_on: Counter[int] = Counter()  # alternatives being answered, by id(model)
         self._cache_lock = threading.Lock()
         self._reload_lock = threading.Lock()
 
@@ -377,7 +359,7 @@ class CoupletService:
             answer = hit
         else:
             self.cache_misses += 1
-            if self.batcher.pending >= self.max_pending:  # shed load rather than queue without end
+            if self.pending >= self.max_pending:  # shed load rather than queue without end
                 raise Busy
             answer = await asyncio.wrap_future(self.batcher.submit(model, q))
             with self._cache_lock:
@@ -392,17 +374,26 @@ class CoupletService:
     async def alternatives(self, q: AlternativesQuery) -> AlternativesAnswer:
         """The characters for one position of a lower line (``LoadedModel.alternatives``), on the
         current model: in a decode worker, or a thread of this process. Not batched and not
-        cached (one small teacher-forced batch each); they count toward ``max_pending``."""
+        cached (one small teacher-forced batch each); they count toward ``max_pending`` as
+        generate's do, and a reload retires the old model's workers only once they are answered."""
         model = self.model
-        if self.batcher.pending + self._alternatives_pending >= self.max_pending:
+        if self.pending >= self.max_pending:
             raise Busy
         with self._cache_lock:
-            self._alternatives_pending += 1
+            self._alternatives_on[id(model)] += 1
         try:
             return await asyncio.to_thread(model.alternatives, q)
         finally:
             with self._cache_lock:
-                self._alternatives_pending -= 1
+                self._alternatives_on[id(model)] -= 1
+                if not self._alternatives_on[id(model)]:
+                    del self._alternatives_on[id(model)]
+
+    @property
+    def pending(self) -> int:
+        """Decodes waiting or running: generate's in the batcher, and alternatives."""
+        with self._cache_lock:
+            return self.batcher.pending + sum(self._alternatives_on.values())
 
     def reload(self, path: Path) -> tuple[str, str, float]:
         """Load ``path`` beside the serving model, then swap (one reload at a time)."""
@@ -418,7 +409,7 @@ class CoupletService:
             return new.version, old.version, time.perf_counter() - start
 
     def _retire(self, old: PooledModel) -> None:
-        while self.batcher.holds(old):
+        while self.batcher.holds(old) or self._alternatives_on.get(id(old), 0):
             time.sleep(0.05)
         old.close()
 

@@ -9,9 +9,7 @@ work/feedback/accepted.tsv (upper<TAB>lower, no header), the data stage's "feedb
 from __future__ import annotations
 
 import argparse
-import os
 import sys
-import tempfile
 from pathlib import Path
 
 from pydantic import ValidationError
@@ -19,6 +17,7 @@ from sqlalchemy import func, select
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
 
+from data.files import atomic_file
 from data.paths import work_dir
 from data.rules import check
 from serve.db import Feedback, init_db, make_engine
@@ -46,16 +45,9 @@ def accepted_pairs(session: Session) -> list[tuple[str, str]]:
 
 
 def write_tsv(pairs: list[tuple[str, str]], out: Path) -> None:
-    """Write atomically: a temporary file beside ``out``, renamed over it (removed on failure)."""
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", dir=out.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.writelines(f"{u}\t{w}\n" for u, w in pairs)
-        os.replace(tmp, out)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    """Write whole or not at all (``data.files.atomic_file``)."""
+    with atomic_file(out, "w", encoding="utf-8") as f:
+        f.writelines(f"{u}\t{w}\n" for u, w in pairs)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -35,11 +35,6 @@ SANE_REQUEST_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")
 TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s [%(request_id)s] %(message)s"
 
 
-def request_id() -> str:
-    """The id of the request being handled here ("-" outside any request)."""
-    return REQUEST_ID.get()
-
-
 def new_request_id() -> str:
     return uuid.uuid4().hex
 

@@ -73,7 +73,7 @@ class Metrics:
         self.refused = Counter(
             "duilian_requests_refused",
             "Requests refused for load: rate_limited and admin_rate_limited (429), queue_full and "
-            "workers_lost (503 from generate)",
+            "workers_lost (503 from generate and alternatives)",
             ["reason"],
             registry=r,
         )
@@ -81,10 +81,14 @@ class Metrics:
             self.refused.labels(reason)
         self.withheld = Counter(
             "duilian_candidates_withheld",
-            "Candidates the sensitive-word filter kept out of generate responses (the 'filtered' "
-            "field, counted per response, cached answers included)",
+            "What the sensitive-word filter kept out of responses (their 'filtered' field, counted "
+            "per response, cached answers included), by route: whole candidates from generate, "
+            "characters from alternatives",
+            ["route"],
             registry=r,
         )
+        for route in ("generate", "alternatives"):
+            self.withheld.labels(route)
         self.batch_size = Histogram(
             "duilian_decode_batch_size",
             "Lines decoded together in one beam search (one micro-batch handed to a decode worker)",

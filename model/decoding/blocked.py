@@ -30,7 +30,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from data.segment import boundaries, counts_as_word
+from data.segment import counts_as_word
 from model.decoding.plan import ConstraintError, Plan
 from model.decoding.score_rules import Step, StepRuleBase
 from model.decoding.vocab_tables import NEG_INF
@@ -147,7 +147,7 @@ class BlockedWords:
         if not plan.rules or not len(self):
             return
         forced = plan.lock  # (the plan spreads each lock over its repeat group)
-        bounds = boundaries(plan.upper)
+        bounds = plan.bounds()
         for n in self.lengths:
             for start in range(len(forced) - n + 1):
                 window = forced[start : start + n]
@@ -185,7 +185,7 @@ class NoBlockedWords(StepRuleBase):
         self.ahead: list[dict[int, list[list[tuple[str, int]]]]] = []
         longest = max(blocked.lengths, default=0)
         for plan in plans:
-            bounds = boundaries(plan.upper) if plan.rules else None
+            bounds = plan.bounds() if plan.rules else None
             self.counts.append(
                 [
                     [k <= e + 1 and counts_as_word(bounds, e - k + 1, k) for k in range(longest + 1)]

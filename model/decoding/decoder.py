@@ -29,6 +29,7 @@ from torch import Tensor
 
 from data.pairing import PairingTable
 from data.rules import check, punctuation_mirrored
+from data.segment import boundaries
 from data.text import is_punct, text_end
 from data.tones import Tone, line_tones, mark
 from data.vocab import Vocab
@@ -156,7 +157,7 @@ class Decoder:
         if not 1 <= options.n_best <= MAX_CANDIDATES:
             raise ValueError(f"n_best must be 1..{MAX_CANDIDATES}, got {options.n_best}")
         views = [ModelView.of(u, self.vocab, options.rules) for u in uppers]
-        plans = [self.plan(v.line, replace(options, locks=v.locks(options.locks, self.vocab))) for v in views]
+        plans = [v.plan(self, options) for v in views]
         by_length: dict[int, list[int]] = {}
         for i, p in enumerate(plans):
             by_length.setdefault(p.length, []).append(i)
@@ -220,7 +221,7 @@ class Decoder:
             raise ValueError(f"k must be 1..{MAX_CANDIDATES}, got {k}")
         _check_alternative_input(upper, lower, position, options.rules, self.vocab)
         view = ModelView.of(upper, self.vocab, options.rules)
-        plan = self.plan(view.line, replace(options, locks=view.locks(options.locks, self.vocab)))
+        plan = view.plan(self, options)
         at = view.kept.index(position)
         line = [self.vocab.encode(lower[i])[0] for i in view.kept]
         head = [src if src >= 0 else i for i, src in enumerate(plan.copy_of)]
@@ -435,6 +436,20 @@ class ModelView:
             if i not in kept and ch not in FREE:
                 check_lock(self.original, i, ch, vocab, rules=True)
         return "".join(locks[i] for i in self.kept)
+
+    def plan(self, decoder: Decoder, options: DecodeOptions) -> Plan:
+        """The decoder's plan for ``line``, the locks over the kept positions, and the whole
+        line's word boundaries, so the filter in the search reads the words the check of a
+        finished line reads (jieba may segment a line with its marks left out otherwise)."""
+        plan = decoder.plan(self.line, replace(options, locks=self.locks(options.locks, decoder.vocab)))
+        return plan if plan.length == len(self.original) else replace(plan, word_bounds=self.word_bounds())
+
+    def word_bounds(self) -> tuple[bool, ...]:
+        """The whole line's word boundaries (data/segment.py) at the kept positions: between two
+        kept characters, a boundary when there is one anywhere from the first's end to the
+        second's start (a left-out mark is a word of its own, so it puts one there)."""
+        whole, k = boundaries(self.original), self.kept
+        return (True, *(any(whole[k[j - 1] + 1 : k[j] + 1]) for j in range(1, len(k))), True)
 
     def text(self, lower: str) -> str:
         out = list(self.original)

@@ -25,7 +25,6 @@ import hashlib
 import importlib.metadata
 import inspect
 import logging
-import os
 import sys
 import tempfile
 import warnings
@@ -37,6 +36,7 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
+from data.files import atomic_file
 from model.decoding.quantize import quantized
 from model.net.capabilities import LISTED_IN_GRAPH, LISTED_ROWS, LOG_PROBS, REORDER_BEAMS
 from model.net.tagger import CoupletTagger, LatticeCache
@@ -179,21 +179,11 @@ class GraphCache:
         own (``mkstemp``), synced, then renamed over the name. Two processes that write the same
         entry at once (the server's decode workers starting together) each rename a whole file of
         the same bytes; a reader opens the one or the other, never a part."""
-        path = self.path(name, int8)
-        tmp = None
         try:
-            self.folder.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=self.folder)
-            with os.fdopen(fd, "wb") as f:
+            with atomic_file(self.path(name, int8)) as f:
                 f.write(graph)
-                f.flush()
-                os.fsync(f.fileno())
-            os.chmod(tmp, 0o644)  # mkstemp makes it 0600
-            os.replace(tmp, path)
         except OSError as exc:
             logging.getLogger(__name__).warning("ONNX graph not cached in %s: %s", self.folder, exc)
-            if tmp is not None:
-                Path(tmp).unlink(missing_ok=True)
 
 
 class _Graph:

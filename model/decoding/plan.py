@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from torch import Tensor
 
+from data.segment import boundaries
 from data.text import is_any_punct, is_han, is_punct
 from data.tones import Tone, line_tones, wanted_end
 from data.vocab import UNK_ID, Vocab
@@ -48,10 +49,16 @@ class Plan:
     want_end: Tone
     required: tuple[int, ...]  # ids still to place somewhere (嵌字)
     free: tuple[bool, ...]  # (L,) a position a required character may take
+    # (L+1,) the word boundaries the sensitive-word filter reads (data/segment.py); None: those
+    # of ``upper`` itself (decoding.decoder.ModelView gives the whole line's, for a shortened one)
+    word_bounds: tuple[bool, ...] | None = None
 
     @property
     def length(self) -> int:
         return len(self.upper)
+
+    def bounds(self) -> tuple[bool, ...]:
+        return self.word_bounds if self.word_bounds is not None else boundaries(self.upper)
 
 
 def _groups(upper: str, rules: bool) -> list[int]:

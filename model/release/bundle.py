@@ -66,6 +66,7 @@ import numpy as np
 import torch
 
 from data.banners import BANNERS_FILE
+from data.files import atomic_file
 from data.pairing import PairingTable
 from data.sensitive import SensitiveFilter
 from data.vocab import Vocab
@@ -170,17 +171,8 @@ def write_manifest(root: str | os.PathLike[str]) -> Path:
     root = Path(root)
     names = sorted(name for name in PAYLOAD_FILES if (root / name).is_file())
     text = "".join(f"{file_sha256(root / name)}  {name}\n" for name in names)
-    fd, tmp = tempfile.mkstemp(prefix=f".{MANIFEST_FILE}.", suffix=".tmp", dir=root)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, root / MANIFEST_FILE)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    with atomic_file(root / MANIFEST_FILE, "w", encoding="utf-8") as f:
+        f.write(text)
     return root / MANIFEST_FILE
 
 

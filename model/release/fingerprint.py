@@ -75,6 +75,10 @@ class FingerprintIndex:
     __contains__ = contains
 
 
+class KnownLinesError(ValueError):
+    """A bundle's known lower lines cannot be read (a damaged or missing file)."""
+
+
 class KnownLowers:
     """The lower lines of the training pairs, found by their upper line's fingerprint.
 
@@ -97,7 +101,9 @@ class KnownLowers:
     def _records(self, text: bytes) -> None:
         ends = np.flatnonzero(np.frombuffer(text, dtype=np.uint8) == ord("\n"))
         if ends.size != len(self.index):
-            raise ValueError(f"known lower lines: {ends.size} records for {len(self.index)} fingerprints")
+            raise KnownLinesError(
+                f"known lower lines: {ends.size} records for {len(self.index)} fingerprints"
+            )
         self._starts = np.concatenate(([0], ends[:-1] + 1)) if ends.size else ends
         self._ends, self._text = ends, text
 
@@ -121,13 +127,15 @@ class KnownLowers:
     @classmethod
     def load(cls, index: FingerprintIndex, path: str | os.PathLike[str], lazy: bool = False) -> KnownLowers:
         """The records in ``path``; with ``lazy``, read on the first lookup of a line that has
-        some (a damaged file is then a ``ValueError`` of that lookup)."""
+        some (a damaged file is then a ``KnownLinesError`` of that lookup)."""
 
         def read() -> bytes:
             try:
                 return lzma.decompress(Path(path).read_bytes())
             except lzma.LZMAError as e:
-                raise ValueError(f"{path}: not an lzma file ({e})") from e
+                raise KnownLinesError(f"{path}: not an lzma file ({e})") from e
+            except OSError as e:  # gone or unreadable since the bundle was loaded and checked
+                raise KnownLinesError(f"{path}: {e}") from e
 
         return cls(index, read if lazy else read())
 

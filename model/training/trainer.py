@@ -13,11 +13,11 @@ the rows written after it. A NaN or infinite loss or gradient norm stops the run
 from __future__ import annotations
 
 import csv
+import io
 import math
 import os
 import signal
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -32,6 +32,7 @@ from torch import nn
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from tqdm import tqdm
 
+from data.files import atomic_file
 from model.net.batch import Batch
 from model.net.checkpoint import CorruptCheckpoint, load_checkpoint, verified
 from model.net.transformer import PAD_ID, check_field_types
@@ -607,27 +608,28 @@ def _row_step(row: dict[str, str | None]) -> int | None:
 
 def _truncate_csv(path: Path, step: int) -> None:
     """Drop rows written after ``step`` (and rows cut short) by a run that was killed before
-    its next checkpoint, rewriting the file atomically; with nothing left, remove it."""
+    its next checkpoint, rewriting the file atomically; with nothing left, remove it. A row is
+    cut short when it has too few or too many fields, or when it is the last and the file does
+    not end with its newline (a value cut in the middle, \"1500\" written as \"15\")."""
     if not path.exists():
         return
-    with open(path, newline="", encoding="utf-8") as f:
-        reader = csv.DictReader(f)
-        rows = list(reader)
-        names = list(reader.fieldnames or [])
-    keep = [r for r in rows if (s := _row_step(r)) is not None and s <= step and None not in r]
+    text = path.read_text(encoding="utf-8")
+    cut = not text.endswith("\n")
+    reader = csv.DictReader(io.StringIO(text, newline=""))
+    rows = list(reader)
+    names = list(reader.fieldnames or [])
+    whole = rows[:-1] if cut else rows
+    keep = [
+        r
+        for r in whole
+        if (s := _row_step(r)) is not None and s <= step and None not in r and None not in r.values()
+    ]
     if len(keep) == len(rows):
         return
     if not keep:
         path.unlink()
         return
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", newline="", encoding="utf-8") as f:
-            writer = csv.DictWriter(f, fieldnames=names)
-            writer.writeheader()
-            writer.writerows(keep)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    with atomic_file(path, "w", newline="", encoding="utf-8") as f:
+        writer = csv.DictWriter(f, fieldnames=names)
+        writer.writeheader()
+        writer.writerows(keep)

@@ -5,38 +5,13 @@ from __future__ import annotations
 from fastapi import APIRouter, Request
 
 from duilian.inputs import MAX_ALTERNATIVES, InputError, make_alternatives_query
-from duilian.service import AlternativesAnswer
-from serve.couplets import report_out
 from serve.deps import RateLimited, ServiceDep, SettingsDep
 from serve.observability import Metrics
 from serve.routers.generate import decode_refusals
-from serve.schemas import Alternative, AlternativesRequest, AlternativesResponse
+from serve.schemas import AlternativesRequest, AlternativesResponse
 from serve.validation import refused
 
 router = APIRouter(tags=["couplets"], dependencies=[RateLimited])
-
-
-def response(answer: AlternativesAnswer) -> AlternativesResponse:
-    return AlternativesResponse(
-        upper=answer.upper,
-        lower=answer.lower,
-        position=answer.position,
-        positions=list(answer.positions),
-        alternatives=[
-            Alternative(
-                char=a.char,
-                text=a.text,
-                rank_score=a.rank_score,
-                score=a.score,
-                tones=list(a.tones),
-                report=report_out(a.report.as_dict()),
-                original=a.original,
-            )
-            for a in answer.alternatives
-        ],
-        filtered=answer.filtered,
-        model_version=answer.model_version,
-    )
 
 
 @router.post(
@@ -79,5 +54,5 @@ async def alternatives(
         raise refused(exc) from exc
     with decode_refusals(metrics):
         answer = await service.alternatives(query)
-    metrics.withheld.inc(answer.filtered)
-    return response(answer)
+    metrics.withheld.labels("alternatives").inc(answer.filtered)
+    return AlternativesResponse.model_validate(answer.as_dict())  # its JSON form

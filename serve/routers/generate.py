@@ -85,7 +85,7 @@ async def generate(
     finally:
         JOB_TIMING.reset(token)
     response.headers["Server-Timing"] = server_timing(timing)
-    metrics.withheld.inc(answer.filtered)
+    metrics.withheld.labels("generate").inc(answer.filtered)
     table = await run_in_threadpool(banner_table, settings, service.model)  # loaded on first use
     if table is not None:  # about 2 ms a candidate: off the event loop
         answer = await run_in_threadpool(with_banners, answer, table, query.tone_mode)

@@ -180,3 +180,31 @@ def test_the_decoder_module_points_at_the_command() -> None:
     )
     assert done.returncode == 2
     assert "duilian generate" in done.stderr
+
+
+def test_known_lines_unreadable_after_loading_are_refused_as_the_bundles_fault(
+    bundle_a: Path, tmp_path: Path
+) -> None:
+    """The command line reads the known lower lines on first use (lazy): a file damaged since
+    the bundle was loaded and checked is the bundle's fault, said so, not a refused line."""
+    import shutil
+
+    from duilian.cli import Problem, answer
+    from duilian.inputs import make_query
+    from duilian.service import LoadedModel
+    from model.release.bundle import FINGERPRINTS_FILE, KNOWN_FILE, write_manifest
+    from model.release.fingerprint import FingerprintIndex, KnownLowers
+    from tests.serve.conftest import PAIRS
+
+    bundle = tmp_path / "bundle"
+    shutil.copytree(bundle_a, bundle)
+    index = FingerprintIndex.load(bundle / FINGERPRINTS_FILE)
+    (bundle / KNOWN_FILE).write_bytes(KnownLowers.encode(index, PAIRS))
+    write_manifest(bundle)
+    model = LoadedModel.load(bundle, warm=False, lazy=True)
+    assert model.bundle.known is not None
+    (bundle / KNOWN_FILE).write_bytes(b"not an lzma file")
+    with pytest.raises(Problem) as caught:
+        answer(model, make_query(PAIRS[0][0], 1))
+    said = str(caught.value)
+    assert caught.value.status == 2 and "模型无法读取" in said and KNOWN_FILE in said, said

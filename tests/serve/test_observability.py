@@ -159,7 +159,10 @@ def test_candidates_withheld_by_the_sensitive_filter_are_counted(
     with app_client(settings, model_dir=bad_bundle) as c:
         body = c.post("/api/v1/generate", json={"upper": "春风", "n": 3}).json()
         assert body["filtered"] >= 1 and all(BAD_WORD not in x["text"] for x in body["candidates"]), body
-        assert value(scrape(c), "duilian_candidates_withheld_total") == body["filtered"]
+        samples = scrape(c)
+        assert value(samples, "duilian_candidates_withheld_total", route="generate") == body["filtered"]
+        assert ("duilian_candidates_withheld_total", frozenset({("route", "alternatives")})) in samples
+        assert value(samples, "duilian_candidates_withheld_total", route="alternatives") == 0
 
 
 class Gate:

@@ -29,6 +29,15 @@ pytestmark = [
 ]
 
 
+@pytest.fixture(autouse=True)
+def patient_expectations() -> None:
+    """Expectations wait up to 30 s, not Playwright's 5: a decode on a busy two-core CI machine
+    (other tests' servers and exports beside it) can take longer than 5 s."""
+    from playwright.sync_api import expect
+
+    expect.set_options(timeout=30_000)
+
+
 def test_type_submit_vote_and_find_it_stored(live: LiveServer, settings: Settings) -> None:
     from playwright.sync_api import Dialog, expect, sync_playwright
 

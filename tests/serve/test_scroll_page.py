@@ -23,13 +23,14 @@ from serve.scroll import STRIP_MM
 from serve.settings import Settings
 from tests.data.test_banners import FIXTURE_PAIRS, SMALL
 from tests.serve.conftest import LiveServer, wait_known
-from tests.serve.test_page import ARGS, CHROMIUM
+from tests.serve.test_page import ARGS, CHROMIUM, patient_expectations  # noqa: F401  (autouse here too)
 
 pytestmark = [
     pytest.mark.browser,
     pytest.mark.slow,
     pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Chromium at /usr/bin/chromium"),
 ]
+
 
 # Every text of the inline SVG, per group, with the centre of what the browser drew for it.
 GEOMETRY = """() => {

@@ -12,7 +12,7 @@ from data.segment import boundaries
 from data.sensitive import SensitiveFilter
 from data.vocab import Vocab
 from model.decoding.blocked import BlockedWords, NoBlockedWords, key_of
-from model.decoding.decoder import Decoder
+from model.decoding.decoder import Decoder, ModelView
 from model.decoding.options import DecodeOptions
 from model.decoding.plan import ConstraintError
 from model.net.tagger import CoupletTagger
@@ -138,3 +138,27 @@ def test_a_listed_single_character_is_never_written_and_cannot_be_locked(
     with pytest.raises(ConstraintError) as err:
         texts(decoder, upper, locks="__" + banned + "____")
     assert err.value.constraint == "sensitive"
+
+
+@pytest.mark.parametrize(
+    ("upper", "line", "bounds"),
+    [
+        # jieba: 学/《/论语/》/言 on the whole line, 学/论/语言 on the line without its marks
+        ("学《论语》言", "学论语言", (True, True, False, True, True)),
+        # 看/“/明月/”/光 on the whole line, 看/明月光 without the marks
+        ("看“明月”光", "看明月光", (True, True, False, True, True)),
+    ],
+)
+def test_the_search_reads_the_whole_lines_words_when_marks_are_left_out(
+    vocab: Vocab, model: CoupletTransformer, upper: str, line: str, bounds: tuple[bool, ...]
+) -> None:
+    """The model reads the line without 《》“” (ModelView), which jieba may segment otherwise:
+    the plan the filter in the search reads carries the whole line's boundaries, those the
+    check of a finished line reads, so the two never disagree about where a word counts."""
+    assert boundaries(line) != bounds  # the case this is about: the shortened line segments otherwise
+    view = ModelView.of(upper, vocab)
+    assert view.line == line and view.word_bounds() == bounds
+    plan = view.plan(Decoder(model, vocab), DecodeOptions())
+    assert plan.upper == line and plan.bounds() == bounds
+    plain = ModelView.of(line, vocab).plan(Decoder(model, vocab), DecodeOptions())
+    assert plain.word_bounds is None and plain.bounds() == boundaries(line)  # nothing left out
