@@ -38,6 +38,11 @@ ASCII_TO_FULLWIDTH: dict[str, str] = {
 }
 
 
+# The longest upper line the project answers: up to 32 characters (the training lines' longest)
+# in one search, longer ones (长联) segment by segment (model/decoding/long_lines.py).
+LONGEST_LINE = 100
+
+
 def is_han(ch: str) -> bool:
     """True for a single CJK ideograph (any of the unified blocks or the compatibility ones)."""
     cp = ord(ch)

@@ -13,12 +13,13 @@ import unicodedata
 from dataclasses import dataclass
 
 from data.normalize import Normalizer
-from data.text import is_han, is_punct
+from data.text import LONGEST_LINE, is_han, is_punct
 
 _HTML = re.compile(r"<\s*/?\s*[A-Za-z!][^>]*>|&#?\w+;")
 LOCK_FREE = "_＿"  # a free position in a lock pattern
 # The site's defaults (serve/settings.py), which the command line keeps too
-MAX_CHARS = 32  # the longest upper line accepted (``max_chars``)
+MAX_CHARS = LONGEST_LINE  # the longest upper line accepted (``max_chars``); from 33 on, segment by segment
+SCROLL_CHARS = 32  # the longest line drawn as a scroll (a door's 春联, not a pillar's 长联)
 MAX_ASKED = 10  # the most candidates one request may ask for (``max_candidates``)
 OVERSAMPLE = 2  # extra candidates asked of the decoder for filtered ones (``oversample``)
 MAX_ALTERNATIVES = 16  # the most characters (besides the line's own) one alternatives request may ask for

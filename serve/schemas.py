@@ -22,7 +22,12 @@ class Request(BaseModel):
 
 
 class GenerateRequest(Request):
-    upper: str = Field(..., max_length=200, description="上联, at most 32 characters", examples=["春风得意"])
+    upper: str = Field(
+        ...,
+        max_length=200,
+        description="上联, at most 100 characters (from 33 on, a 长联, answered clause by clause)",
+        examples=["春风得意"],
+    )
     n: int = Field(5, ge=1, description="number of candidates, at most the server's limit (10 by default)")
     tone_mode: ToneMode = "modern"
     locks: str | None = Field(
@@ -110,7 +115,12 @@ class GenerateResponse(BaseModel):
 
 
 class AlternativesRequest(Request):
-    upper: str = Field(..., max_length=200, description="上联, at most 32 characters", examples=["春风得意"])
+    upper: str = Field(
+        ...,
+        max_length=200,
+        description="上联, at most 100 characters (from 33 on, a 长联, answered clause by clause)",
+        examples=["春风得意"],
+    )
     lower: str = Field(
         ...,
         max_length=200,

@@ -110,7 +110,7 @@ function upperChars() {
 }
 
 function rebuildLocks() {
-  const chars = upperChars().slice(0, 32);
+  const chars = upperChars().slice(0, 100);
   const box = $("locks");
   const old = [...box.querySelectorAll("input")].map((input) => input.value);
   box.replaceChildren();

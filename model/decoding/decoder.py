@@ -34,6 +34,7 @@ from data.text import is_punct, text_end
 from data.tones import Tone, line_tones, mark
 from data.vocab import Vocab
 from model.decoding.blocked import BlockedWords, NoBlockedWords
+from model.decoding.long_lines import LONG_FROM, generate_long
 from model.decoding.onnx_engine import OnnxTagger, OnnxTransformer
 from model.decoding.options import (
     ALTERNATIVE_POOL,
@@ -156,18 +157,38 @@ class Decoder:
         options = options or DecodeOptions()
         if not 1 <= options.n_best <= MAX_CANDIDATES:
             raise ValueError(f"n_best must be 1..{MAX_CANDIDATES}, got {options.n_best}")
-        views = [ModelView.of(u, self.vocab, options.rules) for u in uppers]
-        plans = [v.plan(self, options) for v in views]
+        results: list[DecodeResult | None] = [None] * len(uppers)
+        views: dict[int, ModelView] = {}
+        plans: dict[int, Plan] = {}
+        for i, upper in enumerate(uppers):
+            if len(upper) >= LONG_FROM:  # segment by segment (model/decoding/long_lines.py)
+                results[i] = generate_long(self, upper, options)
+            else:
+                views[i], plans[i] = self.plan_view(upper, options)
         by_length: dict[int, list[int]] = {}
-        for i, p in enumerate(plans):
+        for i, p in plans.items():
             by_length.setdefault(p.length, []).append(i)
-        results: list[DecodeResult | None] = [None] * len(plans)
         for idx in by_length.values():
             for start in range(0, len(idx), batch_size):
                 chunk = idx[start : start + batch_size]
                 for i, res in zip(chunk, self._decode([plans[i] for i in chunk], options), strict=True):
                     results[i] = views[i].restore(res, options.tone_mode)
         return [r for r in results if r is not None]
+
+    def plan_view(self, upper: str, options: DecodeOptions) -> tuple[ModelView, Plan]:
+        """The line as the model reads it (``ModelView``) and the plan of its request."""
+        view = ModelView.of(upper, self.vocab, options.rules)
+        return view, view.plan(self, options)
+
+    def decode_plans(self, plans: list[Plan], options: DecodeOptions) -> list[DecodeResult | None]:
+        """The results of plans of one length, searched together; a plan that leaves no line
+        gives None (the others are searched again without it)."""
+        try:
+            return list(self._decode(plans, options))
+        except ConstraintError:
+            if len(plans) == 1:
+                return [None]
+        return [self.decode_plans([plan], options)[0] for plan in plans]
 
     def _decode(self, plans: list[Plan], options: DecodeOptions) -> list[DecodeResult]:
         weights = Weights(options.rhythm_weight, options.three_level_weight)

@@ -7,6 +7,7 @@ from typing import Annotated
 from fastapi import APIRouter, Query, Response
 
 from data.text import is_han
+from duilian.inputs import SCROLL_CHARS
 from serve.deps import RateLimited, SettingsDep
 from serve.scroll import BannerOrder, scroll_svg
 from serve.validation import clean_couplet, clean_line, refuse
@@ -60,6 +61,6 @@ async def scroll(
     ] = "rtl",
 ) -> Response:
     """The couplet as a 春联: two red strips and the 横批 across the top, as SVG (every text escaped)."""
-    up, low = clean_couplet(upper, lower, settings.max_chars)
+    up, low = clean_couplet(upper, lower, min(settings.max_chars, SCROLL_CHARS))
     svg = scroll_svg(up, low, clean_banner(banner), order)
     return Response(svg, media_type=SVG_MEDIA_TYPE, headers=SVG_HEADERS)

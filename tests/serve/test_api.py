@@ -59,6 +59,21 @@ def test_punctuation_is_mirrored(client: TestClient) -> None:
         assert cand["text"][4] == "，"
 
 
+def test_a_long_couplet_is_answered_with_every_rule_and_a_longer_one_refused(client: TestClient) -> None:
+    """36 characters (the issue's 长联), answered segment by segment; 101 refused with a reason."""
+    upper = "白塔街，黄铁匠，生红炉，烧黑炭，冒青烟，闪蓝光，淬紫铁，坐北朝南打东西。"
+    r = client.post("/api/v1/generate", json={"upper": upper, "n": 3})
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert body["upper"] == upper and len(body["upper_tones"]) == len(upper)
+    assert len(body["candidates"]) == 3
+    for cand in body["candidates"]:
+        assert len(cand["text"]) == len(upper) and cand["report"]["hard_ok"], cand
+        assert check(upper, cand["text"]).hard_ok
+    r = client.post("/api/v1/generate", json={"upper": "春" * 101})
+    assert r.status_code == 422 and "100" in r.json()["detail"] and " / " in r.json()["detail"], r.text
+
+
 def test_locks_and_required_first(client: TestClient) -> None:
     body = client.post("/api/v1/generate", json={"upper": "春风得意", "n": 3, "locks": "__好_"}).json()
     assert body["candidates"] and all(c["text"][2] == "好" for c in body["candidates"])

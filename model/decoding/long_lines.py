@@ -1,0 +1,207 @@
+"""Long couplets (长联): an upper line longer than the model's training lines, answered
+segment by segment with every hard rule kept on the whole line.
+
+The model was trained on lines of at most 32 characters, and its positions end at
+``max_len``. A longer upper line is cut into segments: its clauses (each with the marks that
+end it), neighbours joined while they fit in ``SEGMENT_CHARS`` characters, and a clause
+longer than that cut at word boundaries (data/segment.py). The segments are decoded in order
+by a beam over whole prefixes: each of the ``n_best`` best prefixes so far asks the search for
+its ``n_best`` continuations in one batched search, and the best ``n_best`` longer prefixes
+are kept, by the search's score per character of the whole prefix.
+
+What ties the segments together is the rules of the whole line, given to each segment's
+search as constraints:
+
+- **no reuse**: no character of the whole upper line, anywhere;
+- **repeats mirrored**: where the upper line repeats a character of an earlier segment, the
+  lower line repeats the character the prefix has there (a lock); and no character the prefix
+  already has may come again elsewhere (the lower line repeats only where the upper does);
+- **punctuation** is mirrored inside each segment, as for any line;
+- **the tone at the end** is asked of the last segment only (it is the line's end); each
+  segment's end gets the rhythm preference of any clause end;
+- the user's **locks** and **藏头** are cut to their segments. 嵌字 (required characters
+  anywhere) is refused for long lines: which segment should hold them is the user's to say,
+  with a lock.
+
+Each segment is read by the model on its own (the model takes at most one line of context);
+the whole line is the context only through these constraints.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Protocol
+
+from data.rules import check
+from data.segment import boundaries
+from data.text import LONGEST_LINE, clauses, is_han, is_punct
+from data.tones import Tone, line_tones, mark
+from data.vocab import Vocab
+from model.decoding.options import Candidate, DecodeOptions, DecodeResult
+from model.decoding.plan import FREE, ConstraintError, Plan
+
+LONG_FROM = 33  # upper lines of this many characters or more are answered segment by segment
+LONGEST = LONGEST_LINE  # the longest upper line answered
+SEGMENT_CHARS = 16  # the longest segment joined from clauses (training lines: median 7, at most 32)
+
+
+def segments(upper: str, limit: int = SEGMENT_CHARS) -> list[tuple[int, int]]:
+    """(start, end) spans covering ``upper`` in order: each clause with the marks after it,
+    neighbours joined while the join has at most ``limit`` characters, a longer clause cut at
+    the word boundaries nearest ``limit`` (jieba; anywhere if a word is longer)."""
+    spans: list[tuple[int, int]] = []
+    found = clauses(upper)
+    for k, (start, _) in enumerate(found):
+        end = found[k + 1][0] if k + 1 < len(found) else len(upper)  # the marks after it too
+        spans.append((0 if k == 0 else start, end))
+    if not spans:
+        return [(0, len(upper))]
+    pieces: list[tuple[int, int]] = []
+    for start, end in spans:
+        while end - start > limit:
+            cut = _cut(upper, start, end, limit)
+            pieces.append((start, cut))
+            start = cut
+        pieces.append((start, end))
+    joined = [pieces[0]]
+    for start, end in pieces[1:]:
+        if end - joined[-1][0] <= limit:
+            joined[-1] = (joined[-1][0], end)
+        else:
+            joined.append((start, end))
+    return joined
+
+
+def _cut(upper: str, start: int, end: int, limit: int) -> int:
+    """Where to cut upper[start:end] (longer than ``limit``): the last word boundary at most
+    ``limit`` characters in, at least a quarter of it; else ``start + limit``."""
+    bounds = boundaries(upper[start:end])
+    for i in range(limit, max(limit // 4, 1) - 1, -1):
+        if bounds[i]:
+            return start + i
+    return start + limit
+
+
+@dataclass(frozen=True)
+class _Prefix:
+    text: str  # the lower line so far
+    rank: float  # the search's score, summed over its characters
+    score: float  # the model's log-probability, summed over its characters
+
+
+class _View(Protocol):
+    def restore(self, result: DecodeResult, mode: str) -> DecodeResult: ...
+
+
+class SegmentDecoder(Protocol):
+    """What the segment search needs of model.decoding.decoder.Decoder."""
+
+    vocab: Vocab
+
+    def plan_view(self, upper: str, options: DecodeOptions) -> tuple[_View, Plan]: ...
+
+    def decode_plans(self, plans: list[Plan], options: DecodeOptions) -> list[DecodeResult | None]: ...
+
+
+def generate_long(decoder: SegmentDecoder, upper: str, options: DecodeOptions) -> DecodeResult:
+    """``options.n_best`` lower lines for a long ``upper`` (module docstring); raises
+    ConstraintError when the constraints cannot be met."""
+    if len(upper) > LONGEST:
+        raise ConstraintError(
+            "length",
+            f"上联太长（{len(upper)}字），最多{LONGEST}字",
+            f"the upper line has {len(upper)} characters; at most {LONGEST}",
+        )
+    if options.required_chars:
+        raise ConstraintError(
+            "required",
+            f"长联（{len(upper)}字）暂不支持嵌字，请用锁定字指定位置",
+            f"embedded characters (嵌字) are not offered for lines over {LONG_FROM - 1} characters "
+            "yet; lock them at the positions you want instead",
+        )
+    locks = options.locks or ""
+    if locks and len(locks) != len(upper):
+        raise ConstraintError(
+            "locks",
+            f"锁定格式须与上联等长（{len(upper)}字）",
+            f"the lock pattern must be as long as the upper line ({len(upper)} characters)",
+        )
+    spans = segments(upper)
+    upper_ids = {i for ch in upper if options.rules and is_han(ch) for i in decoder.vocab.encode(ch)}
+    beam = [_Prefix("", 0.0, 0.0)]
+    for k, (start, end) in enumerate(spans):
+        last = k == len(spans) - 1
+        step_options = replace(
+            options,
+            tone_end=options.tone_end and last,
+            required_first=options.required_first if k == 0 else None,
+            locks=None,
+        )
+        plans: list[Plan] = []
+        views: list[_View] = []
+        kept: list[_Prefix] = []
+        for prefix in beam:
+            pattern = _locks(upper, start, end, prefix.text, locks, options.rules)
+            try:
+                view, plan = decoder.plan_view(upper[start:end], replace(step_options, locks=pattern))
+            except ConstraintError:
+                if len(beam) == 1:
+                    raise
+                continue  # this prefix leaves the segment no line: drop it
+            banned = upper_ids | {i for ch in prefix.text if is_han(ch) for i in decoder.vocab.encode(ch)}
+            plans.append(replace(plan, upper_ids=frozenset(banned - set(plan.lock))))
+            views.append(view)
+            kept.append(prefix)
+        if not plans:
+            raise _no_line()
+        tokens = plans[0].length + int(options.score_end)  # what the scores are per
+        grown = [
+            _Prefix(prefix.text + c.text, prefix.rank + c.rank * tokens, prefix.score + c.score * tokens)
+            for prefix, view, result in zip(
+                kept, views, decoder.decode_plans(plans, step_options), strict=True
+            )
+            if result is not None
+            for c in view.restore(result, options.tone_mode).candidates
+        ]
+        if not grown:
+            raise _no_line()
+        best: dict[str, _Prefix] = {}
+        for p in sorted(grown, key=lambda p: p.rank, reverse=True):
+            best.setdefault(p.text, p)
+        beam = list(best.values())[: options.n_best]
+    tones = line_tones(upper, options.tone_mode)
+    per = sum(b - a for a, b in spans) + len(spans) * int(options.score_end)
+    candidates = [
+        Candidate(
+            p.text, p.score / per, check(upper, p.text, options.tone_mode, tones).as_dict(), p.rank / per
+        )
+        for p in beam
+    ]
+    end = next(
+        (t for ch, t in zip(reversed(upper), reversed(tones), strict=True) if not is_punct(ch)), Tone.NONE
+    )
+    unknown = [ch for ch in decoder.vocab.unknown(upper) if not is_punct(ch)]
+    return DecodeResult(upper, candidates, unknown, mark(end), end == Tone.LEVEL)
+
+
+def _no_line() -> ConstraintError:
+    return ConstraintError(
+        "search", "在所有约束下找不到下联", "no lower line satisfies all the constraints together"
+    )
+
+
+def _locks(upper: str, start: int, end: int, prefix: str, locks: str, rules: bool) -> str | None:
+    """The lock pattern of segment upper[start:end]: the user's, and where the upper line
+    repeats a character of an earlier segment, the prefix's character there."""
+    out = list(locks[start:end]) if locks else ["_"] * (end - start)
+    if rules:
+        first: dict[str, int] = {}
+        for i, ch in enumerate(upper[:start]):
+            if is_han(ch):
+                first.setdefault(ch, i)
+        for i in range(start, end):
+            j = first.get(upper[i])
+            if j is not None and out[i - start] in FREE:
+                out[i - start] = prefix[j]
+    pattern = "".join(out)
+    return None if all(ch in FREE for ch in pattern) else pattern
