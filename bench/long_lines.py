@@ -1,0 +1,67 @@
+"""Long couplets: time to answer upper lines of about 40, 60 and 100 characters as the site
+does (the shipped bundle, int8 on the served runtime, 10 candidates, one thread), and the
+share of answers keeping every hard rule.
+
+The long lines are whole wb14123 test upper lines joined with "，" until the next would pass
+the target length (so each is 0-6 characters under it; the mean is reported); the corpus
+has no couplet longer than 32 characters. Without the corpus, fixture couplets are joined.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+import torch
+
+from bench.decode import upper_lines
+from data.paths import default_model_dir, graph_cache_dir
+from duilian.inputs import Query
+from duilian.service import Engine, LoadedModel
+from model.decoding.options import SERVE_INT8, SERVE_RUNTIME
+from model.release.bundle import has_model
+
+TARGETS = (40, 60, 100)
+
+
+def long_lines(uppers: list[str], target: int, count: int) -> list[str]:
+    """``count`` lines of ``target - 6`` to ``target`` characters, whole upper lines joined."""
+    out: list[str] = []
+    pool = [u for u in uppers if u and "，" not in u]
+    i = 0
+    while len(out) < count and i < len(pool) * 4:
+        line = ""
+        while i < len(pool) * 4:
+            piece = pool[i % len(pool)]
+            i += 1
+            joined = f"{line}，{piece}" if line else piece
+            if len(joined) > target:
+                break
+            line = joined
+        if len(line) >= target - 6:
+            out.append(line)
+    return out
+
+
+def run(args: argparse.Namespace) -> dict[str, object]:
+    if not has_model(default_model_dir()):
+        return {"skipped": "no bundle in models/default"}
+    torch.set_num_threads(1)
+    count = 5 if getattr(args, "quick", False) else 20
+    uppers, source = upper_lines()
+    model = LoadedModel.load(default_model_dir(), engine=Engine(SERVE_INT8, SERVE_RUNTIME, graph_cache_dir()))
+    out: dict[str, object] = {"source": source, "lines_per_length": count}
+    for target in TARGETS:
+        lines = long_lines(uppers, target, count)
+        times, kept = [], 0
+        for line in lines:
+            start = time.perf_counter()
+            answer = model.answer(Query(line, 10), banners=False)
+            times.append(1000 * (time.perf_counter() - start))
+            kept += all(c.report.hard_ok for c in answer.candidates) and len(answer.candidates) == 10
+        out[f"chars_{target}_mean_length"] = round(statistics.mean(len(x) for x in lines), 1)
+        out[f"chars_{target}_p50_ms"] = round(statistics.median(times), 1)
+        out[f"chars_{target}_max_ms"] = round(max(times), 1)
+        out[f"chars_{target}_all_rules_kept"] = f"{kept}/{len(lines)}"
+    return out
