@@ -135,3 +135,18 @@ def test_in_openapi(client: TestClient) -> None:
     schema = spec["components"]["schemas"]["AlternativesResponse"]
     assert {"alternatives", "positions", "position", "model_version"} <= set(schema["properties"])
     assert URL in client.get("/docs/openapi-3.0.json").json()["paths"]
+
+
+def test_a_long_lines_candidate_has_alternatives_up_to_the_models_length(client: TestClient) -> None:
+    """A 长联 of 35 characters (answered segment by segment) is read whole for its alternatives;
+    past the model's length (63 shipped, 39 here) they are refused with a reason, never a 500."""
+    smith = "白塔街，黄铁匠，生红炉，烧黑炭，冒青烟，闪蓝光，淬紫铁，坐北朝南打东西"
+    for upper, ok in [(smith, True), (f"{smith}，{smith}", False)]:
+        lower = client.post("/api/v1/generate", json={"upper": upper, "n": 1}).json()["candidates"][0]["text"]
+        r = client.post("/api/v1/alternatives", json={"upper": upper, "lower": lower, "position": 2, "n": 3})
+        if ok:
+            assert r.status_code == 200, r.text
+            assert all(check(upper, a["text"]).hard_ok for a in r.json()["alternatives"])
+        else:
+            detail = r.json()["detail"]
+            assert r.status_code == 422 and "at most" in detail and "最多" in detail, r.text
