@@ -35,7 +35,7 @@ from typing import Protocol
 from data.rules import check
 from data.segment import boundaries
 from data.text import LONGEST_LINE, clauses, is_han, is_punct
-from data.tones import Tone, line_tones, mark
+from data.tones import Tone, line_tones, mark, wanted_end
 from data.vocab import Vocab
 from model.decoding.options import Candidate, DecodeOptions, DecodeResult
 from model.decoding.plan import FREE, ConstraintError, Plan
@@ -90,6 +90,8 @@ class _Prefix:
 
 
 class _View(Protocol):
+    kept: tuple[int, ...]  # the segment's positions the model reads
+
     def restore(self, result: DecodeResult, mode: str) -> DecodeResult: ...
 
 
@@ -128,6 +130,7 @@ def generate_long(decoder: SegmentDecoder, upper: str, options: DecodeOptions) -
         )
     spans = segments(upper)
     upper_ids = {i for ch in upper if options.rules and is_han(ch) for i in decoder.vocab.encode(ch)}
+    end_head, want = _end_rule(upper, options)
     beam = [_Prefix("", 0.0, 0.0)]
     for k, (start, end) in enumerate(spans):
         last = k == len(spans) - 1
@@ -149,7 +152,11 @@ def generate_long(decoder: SegmentDecoder, upper: str, options: DecodeOptions) -
                     raise
                 continue  # this prefix leaves the segment no line: drop it
             banned = upper_ids | {i for ch in prefix.text if is_han(ch) for i in decoder.vocab.encode(ch)}
-            plans.append(replace(plan, upper_ids=frozenset(banned - set(plan.lock))))
+            plan = replace(plan, upper_ids=frozenset(banned - set(plan.lock)))
+            if not last and start <= end_head < end and end_head - start in view.kept:
+                # the line's last character repeats one of this segment: its tone is chosen here
+                plan = replace(plan, end_pos=view.kept.index(end_head - start), want_end=want)
+            plans.append(plan)
             views.append(view)
             kept.append(prefix)
         if not plans:
@@ -182,6 +189,18 @@ def generate_long(decoder: SegmentDecoder, upper: str, options: DecodeOptions) -
     )
     unknown = [ch for ch in decoder.vocab.unknown(upper) if not is_punct(ch)]
     return DecodeResult(upper, candidates, unknown, mark(end), end == Tone.LEVEL)
+
+
+def _end_rule(upper: str, options: DecodeOptions) -> tuple[int, Tone]:
+    """Where the tone-end rule sits on the whole line (the first occurrence of its last
+    character, which the lower line repeats at the end) and the tone it asks; -1 for none."""
+    if not (options.rules and options.tone_end):
+        return -1, Tone.EITHER
+    last = max((i for i, ch in enumerate(upper) if not is_punct(ch)), default=-1)
+    if last < 0:
+        return -1, Tone.EITHER
+    want = wanted_end(line_tones(upper, options.tone_mode)[last])
+    return (upper.index(upper[last]), want) if want != Tone.EITHER else (-1, want)
 
 
 def _no_line() -> ConstraintError:

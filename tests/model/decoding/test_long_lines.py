@@ -109,3 +109,28 @@ def test_short_lines_are_answered_as_before(decoder: Decoder) -> None:
         _view, plan = decoder.plan_view(line, DecodeOptions(n_best=3))
         again = decoder.decode_plans([plan], DecodeOptions(n_best=3))[0]
     assert again is not None and [c.text for c in whole.candidates] == [c.text for c in again.candidates]
+
+
+@pytest.mark.parametrize("n", [1, 5])
+@pytest.mark.parametrize(
+    "upper",
+    [
+        # first characters of clauses: no rhythm preference there to choose the tone by chance
+        "白塔街，黄铁匠，生红炉，烧黑炭，冒青烟，闪蓝光，淬紫铁，坐北朝南一片白",
+        "白塔街，黄铁匠，生红炉，烧黑炭，冒青烟，闪蓝光，淬紫铁，坐北朝南满地黄",
+        "白塔街，黄铁匠，生红炉，烧黑炭，冒青烟，闪蓝光，淬紫铁，坐北朝南万物生",
+        "白塔街，黄铁匠，生红炉，烧黑炭，冒青烟，闪蓝光，淬紫铁，坐北朝南一江烟",
+    ],
+)
+def test_a_last_character_repeating_an_earlier_segment_gets_its_end_tone_there(
+    decoder: Decoder, upper: str, n: int
+) -> None:
+    """The line's last character repeats one of an earlier segment, so the lower line's end is
+    the character chosen back there: the tone-end rule is asked of that segment's position
+    (else the last segment could find its end locked to a character of the wrong tone)."""
+    with torch.inference_mode():
+        lines = [c.text for c in decoder.generate(upper, DecodeOptions(n_best=n)).candidates]
+    first = upper.index(upper[-1])
+    assert first < segments(upper)[-1][0]
+    for line in lines:
+        assert line[first] == line[-1] and check(upper, line).hard_ok, line
