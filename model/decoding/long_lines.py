@@ -90,7 +90,8 @@ class _Prefix:
 
 
 class _View(Protocol):
-    kept: tuple[int, ...]  # the segment's positions the model reads
+    @property
+    def kept(self) -> tuple[int, ...]: ...  # the segment's positions the model reads
 
     def restore(self, result: DecodeResult, mode: str) -> DecodeResult: ...
 
