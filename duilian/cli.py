@@ -8,6 +8,8 @@ It reads its input through duilian/inputs.py and answers through duilian/service
 functions the site's POST /api/v1/generate calls, with the site's default engine (int8 on ONNX
 Runtime, one thread), so one line gives the same candidates here as there. The exported ONNX
 graphs are kept in ``work/cache/onnx`` (``--graph-cache``), so only the first run exports them.
+With ``--server URL`` it asks a running server's POST /api/v1/generate instead (standard
+library only), and prints its answers the same way: no model to load, so it answers at once.
 
 Only ``duilian.inputs`` is imported at the top: ``--help`` and a refused line answer at
 once, and the service (torch, the model) is imported when there is a line to decode.
@@ -16,11 +18,13 @@ once, and the service (torch, the model) is imported when there is a line to dec
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import sys
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any, TextIO
 
 from data.paths import default_model_dir, graph_cache_dir
@@ -173,6 +177,14 @@ def parser() -> argparse.ArgumentParser:
     )
     gen.add_argument("--json", action="store_true", help="JSON，每个上联一行 / one JSON object a line")
     gen.add_argument(
+        "--server",
+        default=os.environ.get("DUILIAN_SERVER") or None,
+        metavar="URL",
+        help="问正在运行的对联服务 / ask a running duilian server (its POST /api/v1/generate, e.g. "
+        "http://127.0.0.1:8000; env DUILIAN_SERVER) instead of loading the model here: the same "
+        "answers, printed the same way, without this process's seconds of start-up",
+    )
+    gen.add_argument(
         "--graph-cache",
         type=Path,
         default=None,
@@ -227,6 +239,55 @@ def load(args: argparse.Namespace) -> LoadedModel:
         return LoadedModel.load(folder, None, Engine(SERVE_INT8, SERVE_RUNTIME, cache), warm=False, lazy=True)
     except (OSError, ValueError, KeyError, RuntimeError) as exc:
         raise Problem("模型无法读取", f"the model bundle at {folder} cannot be read: {exc}") from exc
+
+
+def ask(server: str, q: Query, timeout: float = 300) -> dict[str, Any]:
+    """The server's answer to ``q`` (POST /api/v1/generate), as its JSON object; its refusal
+    (4xx, a bilingual detail) is a Problem with exit status 2, an unreachable or failing
+    server one with status 1. Standard library only: no torch, no model, no HTTP package."""
+    import urllib.error
+    import urllib.request
+
+    url = server.rstrip("/") + "/api/v1/generate"
+    body = json.dumps(dataclasses.asdict(q), ensure_ascii=False).encode()
+    request = urllib.request.Request(url, body, {"Content-Type": "application/json"}, method="POST")
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            found: dict[str, Any] = json.loads(response.read())
+            return found
+    except urllib.error.HTTPError as exc:
+        detail = _detail(exc.read())
+        if 400 <= exc.code < 500:
+            zh, _, en = detail.partition(" / ")
+            raise Problem(zh, en or zh) from exc
+        raise Problem(
+            "服务器出错", f"the server at {server} answered {exc.code}: {detail}", EXIT_FAILED
+        ) from exc
+    except (urllib.error.URLError, OSError, ValueError) as exc:
+        raise Problem("无法连接服务器", f"cannot reach the server at {server}: {exc}", EXIT_FAILED) from exc
+
+
+def _detail(raw: bytes) -> str:
+    try:
+        detail = json.loads(raw).get("detail", "")
+    except (ValueError, AttributeError):
+        return raw.decode("utf-8", "replace")[:500]
+    return detail if isinstance(detail, str) else json.dumps(detail, ensure_ascii=False)
+
+
+def as_answer(found: dict[str, Any]) -> Any:
+    """A server's JSON answer with the attributes ``plain`` reads (those of ``Answer``)."""
+    candidates = [
+        SimpleNamespace(
+            **{
+                **c,
+                "report": SimpleNamespace(**c["report"]),
+                "banners": [SimpleNamespace(**b) for b in c.get("banners", [])],
+            }
+        )
+        for c in found["candidates"]
+    ]
+    return SimpleNamespace(**{**found, "candidates": candidates})
 
 
 def answer(model: LoadedModel, q: Query) -> Answer:
@@ -287,19 +348,23 @@ def generate(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: Te
     for n, line in enumerate(upper_lines(args, stdin)):
         try:
             q = query(args, line)
-            model = model or load(args)
-            a = answer(model, q)
+            if args.server:
+                found = ask(args.server, q)
+                text = json.dumps(found, ensure_ascii=False) if args.json else plain(as_answer(found))
+            else:
+                model = model or load(args)
+                a = answer(model, q)
+                text = json.dumps(a.as_dict(), ensure_ascii=False) if args.json else plain(a)
         except (InputError, Problem) as exc:
             stderr.write(f"duilian: {line}: {exc}\n")
             stderr.flush()
             status = max(status, exc.status if isinstance(exc, Problem) else EXIT_INPUT)
-            if isinstance(exc, Problem) and model is None:  # no model: no other line can be answered
+            if isinstance(exc, Problem) and exc.status == EXIT_FAILED:  # no model or server: no other line
+                return status
+            if isinstance(exc, Problem) and model is None and not args.server:
                 return status
             continue
-        if args.json:
-            stdout.write(json.dumps(a.as_dict(), ensure_ascii=False) + "\n")
-        else:
-            stdout.write(("\n" if n else "") + plain(a) + "\n")
+        stdout.write(text + "\n" if args.json else ("\n" if n else "") + text + "\n")
         stdout.flush()
     return status
 

@@ -1,7 +1,7 @@
 """The ``duilian`` console script, run as a person runs it (the installed script, in its own
 process, on the shipped model): the same candidates as the site's POST /api/v1/generate (the
-real app, through FastAPI's TestClient), and bad input told in Chinese and English, never a
-trace."""
+real app on a real uvicorn server, which the command also asks itself with --server), and bad
+input told in Chinese and English, never a trace."""
 
 from __future__ import annotations
 
@@ -13,13 +13,15 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
-from fastapi.testclient import TestClient
 
+from crawler.localredis import free_port
 from data.paths import ROOT, default_model_dir
 from model.decoding.options import SERVE_INT8, SERVE_RUNTIME
 from serve.main import create_app
 from serve.settings import Settings
+from tests.serve.conftest import LiveServer
 
 SCRIPT = Path(sys.executable).with_name("duilian")
 
@@ -38,10 +40,10 @@ def graphs(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]:
-    """The real app on the shipped model as `make serve` runs it, but decoding in its own
-    process (the same LoadedModel as its workers hold) and without a corpus file of known
-    pairs (the bundle's own, as the command line shows)."""
+def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
+    """The real app on the shipped model as `make serve` runs it, on a real uvicorn server,
+    but decoding in its own process (the same LoadedModel as its workers hold) and without a
+    corpus file of known pairs (the bundle's own, as the command line shows)."""
     settings = Settings(
         model_dir=default_model_dir(),
         database_url=f"sqlite:///{tmp_path_factory.mktemp('db') / 'f.db'}",
@@ -53,8 +55,8 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]:
         decode_processes=0,
         rate_limit_per_minute=0,
     )
-    with TestClient(create_app(settings)) as client:
-        yield client
+    with LiveServer(create_app(settings), start_timeout=600) as server:  # the first ONNX export
+        yield server
 
 
 def run(
@@ -67,8 +69,8 @@ def run(
     )
 
 
-def site_answer(site: TestClient, body: dict[str, Any]) -> dict[str, Any]:
-    response = site.post("/api/v1/generate", json=body)
+def site_answer(site: LiveServer, body: dict[str, Any]) -> dict[str, Any]:
+    response = httpx.post(f"{site.url}/api/v1/generate", json=body, timeout=300)
     assert response.status_code == 200, response.text
     answer: dict[str, Any] = response.json()
     return answer
@@ -77,7 +79,7 @@ def site_answer(site: TestClient, body: dict[str, Any]) -> dict[str, Any]:
 UPPERS = ["春风得意马蹄疾", "山高水长", "一帆风顺年年好"]
 
 
-def test_lines_from_stdin_get_the_sites_answers(script: Path, site: TestClient, graphs: Path) -> None:
+def test_lines_from_stdin_get_the_sites_answers(script: Path, site: LiveServer, graphs: Path) -> None:
     done = run(script, "generate", "--json", "-n", "4", stdin="\n".join(UPPERS) + "\n\n", graphs=graphs)
     assert done.returncode == 0, done.stderr
     got = [json.loads(line) for line in done.stdout.splitlines()]
@@ -101,7 +103,7 @@ def test_lines_from_stdin_get_the_sites_answers(script: Path, site: TestClient, 
     ids=["locks", "藏头", "嵌字", "fast, diverse"],
 )
 def test_constraints_give_the_sites_answer(
-    script: Path, site: TestClient, graphs: Path, upper: str, options: list[str], body: dict[str, Any]
+    script: Path, site: LiveServer, graphs: Path, upper: str, options: list[str], body: dict[str, Any]
 ) -> None:
     done = run(script, "generate", upper, "--json", *options, graphs=graphs)
     assert done.returncode == 0, done.stderr
@@ -113,7 +115,7 @@ def test_constraints_give_the_sites_answer(
         assert all(c["text"][0] == "月" for c in got["candidates"])
 
 
-def test_plain_output_shows_tones_and_verdicts(script: Path, site: TestClient, graphs: Path) -> None:
+def test_plain_output_shows_tones_and_verdicts(script: Path, site: LiveServer, graphs: Path) -> None:
     done = run(script, "generate", "山高水长", "-n", "2", graphs=graphs)
     assert done.returncode == 0, done.stderr
     want = site_answer(site, {"upper": "山高水长", "n": 2})
@@ -208,3 +210,20 @@ def test_known_lines_unreadable_after_loading_are_refused_as_the_bundles_fault(
         answer(model, make_query(PAIRS[0][0], 1))
     said = str(caught.value)
     assert caught.value.status == 2 and "模型无法读取" in said and KNOWN_FILE in said, said
+
+
+def test_the_command_asks_a_running_server_and_prints_what_it_would_print_itself(
+    script: Path, site: LiveServer, graphs: Path
+) -> None:
+    """--server: the answers of a running server (a real uvicorn one), printed as the command
+    prints its own; its refusals in its words with status 2; no server, status 1."""
+    here = run(script, "generate", "-n", "3", *UPPERS[:2], graphs=graphs)
+    there = run(script, "generate", "-n", "3", "--server", site.url, *UPPERS[:2])
+    assert here.returncode == there.returncode == 0, there.stderr
+    assert there.stdout == here.stdout and "上联  春风得意马蹄疾" in there.stdout
+    as_json = run(script, "generate", "--json", "-n", "3", "--server", site.url, UPPERS[1])
+    assert json.loads(as_json.stdout) == site_answer(site, {"upper": UPPERS[1], "n": 3})
+    refused = run(script, "generate", "--server", site.url, "--locks", "春______", UPPERS[0])  # 春 reused
+    assert refused.returncode == 2 and " / " in refused.stderr and refused.stdout == "", refused.stderr
+    gone = run(script, "generate", "--server", f"http://127.0.0.1:{free_port()}", UPPERS[1], UPPERS[2])
+    assert gone.returncode == 1 and "无法连接服务器" in gone.stderr and gone.stdout == ""

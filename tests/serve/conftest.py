@@ -225,8 +225,9 @@ def client(settings: Settings) -> Iterator[TestClient]:
 class LiveServer:
     """A real uvicorn server on a free loopback port, in a thread, stopped on exit."""
 
-    def __init__(self, app: FastAPI) -> None:
-        self.app = app
+    def __init__(self, app: FastAPI, start_timeout: float = 30.0) -> None:
+        """``start_timeout``: how long the app's start may take (it loads its model then)."""
+        self.app, self.start_timeout = app, start_timeout
         self.port = free_port()
         options = uvicorn_options(app.state.settings)  # as python -m serve runs it
         config = uvicorn.Config(
@@ -241,7 +242,7 @@ class LiveServer:
 
     def __enter__(self) -> LiveServer:
         self.thread.start()
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + self.start_timeout
         while not self.server.started:
             if not self.thread.is_alive() or time.monotonic() > deadline:
                 raise RuntimeError("uvicorn did not start")
