@@ -241,8 +241,7 @@ class Decoder:
         if not 1 <= k <= MAX_CANDIDATES:
             raise ValueError(f"k must be 1..{MAX_CANDIDATES}, got {k}")
         _check_alternative_input(upper, lower, position, options.rules, self.vocab)
-        view = ModelView.of(upper, self.vocab, options.rules)
-        plan = view.plan(self, options)
+        view, plan = self.plan_view(upper, options)
         at = view.kept.index(position)
         line = [self.vocab.encode(lower[i])[0] for i in view.kept]
         head = [src if src >= 0 else i for i, src in enumerate(plan.copy_of)]

@@ -17,7 +17,8 @@ search as constraints:
   lower line repeats the character the prefix has there (a lock); and no character the prefix
   already has may come again elsewhere (the lower line repeats only where the upper does);
 - **punctuation** is mirrored inside each segment, as for any line;
-- **the tone at the end** is asked of the last segment only (it is the line's end); each
+- **the tone at the end** is asked where the line's last character's repeat group starts:
+  in the last segment, or in an earlier one when the last character repeats one of it; each
   segment's end gets the rhythm preference of any clause end;
 - the user's **locks** and **藏头** are cut to their segments. 嵌字 (required characters
   anywhere) is refused for long lines: which segment should hold them is the user's to say,
@@ -41,7 +42,6 @@ from model.decoding.options import Candidate, DecodeOptions, DecodeResult
 from model.decoding.plan import FREE, ConstraintError, Plan
 
 LONG_FROM = 33  # upper lines of this many characters or more are answered segment by segment
-LONGEST = LONGEST_LINE  # the longest upper line answered
 SEGMENT_CHARS = 16  # the longest segment joined from clauses (training lines: median 7, at most 32)
 
 
@@ -109,11 +109,11 @@ class SegmentDecoder(Protocol):
 def generate_long(decoder: SegmentDecoder, upper: str, options: DecodeOptions) -> DecodeResult:
     """``options.n_best`` lower lines for a long ``upper`` (module docstring); raises
     ConstraintError when the constraints cannot be met."""
-    if len(upper) > LONGEST:
+    if len(upper) > LONGEST_LINE:
         raise ConstraintError(
             "length",
-            f"上联太长（{len(upper)}字），最多{LONGEST}字",
-            f"the upper line has {len(upper)} characters; at most {LONGEST}",
+            f"上联太长（{len(upper)}字），最多{LONGEST_LINE}字",
+            f"the upper line has {len(upper)} characters; at most {LONGEST_LINE}",
         )
     if options.required_chars:
         raise ConstraintError(
@@ -131,7 +131,13 @@ def generate_long(decoder: SegmentDecoder, upper: str, options: DecodeOptions) -
         )
     spans = segments(upper)
     upper_ids = {i for ch in upper if options.rules and is_han(ch) for i in decoder.vocab.encode(ch)}
-    end_head, want = _end_rule(upper, options)
+    tones = line_tones(upper, options.tone_mode)
+    last_char = max((i for i, ch in enumerate(upper) if not is_punct(ch)), default=-1)
+    line_end = tones[last_char] if last_char >= 0 else Tone.NONE
+    want = wanted_end(line_end)
+    # where the tone-end rule sits: the first occurrence of the last character (-1: no rule)
+    asked = options.rules and options.tone_end and last_char >= 0 and want != Tone.EITHER
+    end_head = upper.index(upper[last_char]) if asked else -1
     beam = [_Prefix("", 0.0, 0.0)]
     for k, (start, end) in enumerate(spans):
         last = k == len(spans) - 1
@@ -177,7 +183,6 @@ def generate_long(decoder: SegmentDecoder, upper: str, options: DecodeOptions) -
         for p in sorted(grown, key=lambda p: p.rank, reverse=True):
             best.setdefault(p.text, p)
         beam = list(best.values())[: options.n_best]
-    tones = line_tones(upper, options.tone_mode)
     per = sum(b - a for a, b in spans) + len(spans) * int(options.score_end)
     candidates = [
         Candidate(
@@ -185,23 +190,8 @@ def generate_long(decoder: SegmentDecoder, upper: str, options: DecodeOptions) -
         )
         for p in beam
     ]
-    end = next(
-        (t for ch, t in zip(reversed(upper), reversed(tones), strict=True) if not is_punct(ch)), Tone.NONE
-    )
     unknown = [ch for ch in decoder.vocab.unknown(upper) if not is_punct(ch)]
-    return DecodeResult(upper, candidates, unknown, mark(end), end == Tone.LEVEL)
-
-
-def _end_rule(upper: str, options: DecodeOptions) -> tuple[int, Tone]:
-    """Where the tone-end rule sits on the whole line (the first occurrence of its last
-    character, which the lower line repeats at the end) and the tone it asks; -1 for none."""
-    if not (options.rules and options.tone_end):
-        return -1, Tone.EITHER
-    last = max((i for i, ch in enumerate(upper) if not is_punct(ch)), default=-1)
-    if last < 0:
-        return -1, Tone.EITHER
-    want = wanted_end(line_tones(upper, options.tone_mode)[last])
-    return (upper.index(upper[last]), want) if want != Tone.EITHER else (-1, want)
+    return DecodeResult(upper, candidates, unknown, mark(line_end), line_end == Tone.LEVEL)
 
 
 def _no_line() -> ConstraintError:
@@ -214,14 +204,9 @@ def _locks(upper: str, start: int, end: int, prefix: str, locks: str, rules: boo
     """The lock pattern of segment upper[start:end]: the user's, and where the upper line
     repeats a character of an earlier segment, the prefix's character there."""
     out = list(locks[start:end]) if locks else ["_"] * (end - start)
-    if rules:
-        first: dict[str, int] = {}
-        for i, ch in enumerate(upper[:start]):
-            if is_han(ch):
-                first.setdefault(ch, i)
-        for i in range(start, end):
-            j = first.get(upper[i])
-            if j is not None and out[i - start] in FREE:
-                out[i - start] = prefix[j]
+    for i in range(start, end):
+        j = upper.index(upper[i])  # its first occurrence
+        if rules and j < start and is_han(upper[i]) and out[i - start] in FREE:
+            out[i - start] = prefix[j]
     pattern = "".join(out)
     return None if all(ch in FREE for ch in pattern) else pattern

@@ -37,7 +37,7 @@ def test_batch_answers_equal_single_answers(model: LoadedModel) -> None:
 
 
 def test_one_impossible_line_fails_alone(model: LoadedModel) -> None:
-    too_long = Query("春" * 101, 2)  # past model.decoding.long_lines.LONGEST
+    too_long = Query("春" * 101, 2)  # past data.text.LONGEST_LINE
     answers = model.answer_batch([Query("春风得意", 2), too_long, Query("山高水长", 2)], 2)
     assert isinstance(answers[0], Answer) and isinstance(answers[2], Answer)
     assert isinstance(answers[1], ConstraintError)

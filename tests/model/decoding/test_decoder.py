@@ -143,7 +143,7 @@ def test_impossible_requests_raise(decoder):
     with pytest.raises(ValueError, match="n_best"):
         decoder.generate("春风", DecodeOptions(n_best=MAX_CANDIDATES + 1))
     with pytest.raises(ConstraintError, match="at most"):
-        decoder.generate("春" * 101)  # past model.decoding.long_lines.LONGEST
+        decoder.generate("春" * 101)  # past data.text.LONGEST_LINE
 
 
 def test_classical_mode_uses_the_rusheng_table(decoder, tmp_path, monkeypatch):
