@@ -74,6 +74,18 @@ class PairingTable:
     def __len__(self) -> int:
         return len(self.lower)
 
+    def swapped(self) -> PairingTable:
+        """The table read the other way, by the lower character (下联求上联: the line given is
+        the lower one); the scores are the same, log(observed / expected) being symmetric."""
+        rows = np.repeat(self.upper.astype(np.uint64), np.diff(self.indptr))
+        keys = (self.lower.astype(np.uint64) << np.uint64(32)) | rows
+        order = np.argsort(keys, kind="stable")
+        keys = keys[order]
+        heads, starts = np.unique(keys >> np.uint64(32), return_index=True)
+        indptr = np.append(starts, len(keys)).astype(np.int64)
+        lower = (keys & np.uint64(0xFFFFFFFF)).astype(np.uint32)
+        return PairingTable(heads.astype(np.uint32), indptr, lower, self.score[order])
+
     def get(self, upper: str, lower: str) -> float:
         """The score of ``lower`` facing ``upper`` (0 when the pair is not in the table)."""
         i = int(np.searchsorted(self.upper, ord(upper)))

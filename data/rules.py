@@ -113,3 +113,23 @@ def check(
         rhythm=rhythm_share(ut, lt, upper),
         no_three_level_tail=no_three_level_tail(lt),
     )
+
+
+def check_answer(
+    given: str,
+    written: str,
+    mode: str = "modern",
+    given_tones: Sequence[Tone] | None = None,
+    reverse: bool = False,
+) -> RuleReport:
+    """``check`` of a line the decoder wrote for the line it was given: ``written`` is the
+    lower line of ``given``, or with ``reverse`` (下联求上联) its upper line, so the pair is
+    checked as (written, given)."""
+    return check(written, given, mode) if reverse else check(given, written, mode, given_tones)
+
+
+def reads_reversed(given_end: Tone, reverse: bool = False) -> bool:
+    """Whether the given line probably stands on the other side of its couplet: an upper line
+    that ends level (平) reads like a lower line; with ``reverse``, a lower line that ends
+    oblique (仄) reads like an upper line."""
+    return given_end == (Tone.OBLIQUE if reverse else Tone.LEVEL)

@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import unicodedata
 
+# which line of a couplet is given and which is written: 上联 -> 下联, or 下联求上联
+DIRECTIONS = ("upper_to_lower", "lower_to_upper")
+
 # Full-width Chinese marks a couplet line may contain after normalisation.
 PUNCTUATION: frozenset[str] = frozenset("，。、；：？！…—·“”‘’《》（）「」『』〈〉【】～")
 

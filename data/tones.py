@@ -207,9 +207,15 @@ _OPPOSED = frozenset(
 )
 
 
-def wanted_end(upper_end: Tone) -> Tone:
+def wanted_end(upper_end: Tone, reverse: bool = False) -> Tone:
     """The tone the lower line should end on: level after an oblique (or ambiguous) end,
-    oblique after a level end (the pair is probably reversed), anything when unknown."""
+    oblique after a level end (the pair is probably reversed), anything when unknown.
+    ``reverse`` (下联求上联: the given line is the lower one, the upper is written): the upper
+    line ends oblique where the lower ends level (or either way), level where it ends oblique."""
+    if reverse:
+        if upper_end in (Tone.LEVEL, Tone.EITHER):
+            return Tone.OBLIQUE
+        return Tone.LEVEL if upper_end == Tone.OBLIQUE else Tone.EITHER
     if upper_end == Tone.LEVEL:
         return Tone.OBLIQUE
     if upper_end in (Tone.OBLIQUE, Tone.EITHER):

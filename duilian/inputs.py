@@ -13,7 +13,7 @@ import unicodedata
 from dataclasses import dataclass
 
 from data.normalize import Normalizer
-from data.text import LONGEST_LINE, is_han, is_punct
+from data.text import DIRECTIONS, LONGEST_LINE, is_han, is_punct
 
 _HTML = re.compile(r"<\s*/?\s*[A-Za-z!][^>]*>|&#?\w+;")
 LOCK_FREE = "_＿"  # a free position in a lock pattern
@@ -24,6 +24,7 @@ MAX_ASKED = 10  # the most candidates one request may ask for (``max_candidates`
 OVERSAMPLE = 2  # extra candidates asked of the decoder for filtered ones (``oversample``)
 MAX_ALTERNATIVES = 16  # the most characters (besides the line's own) one alternatives request may ask for
 TONE_MODES = ("modern", "lenient", "classical")
+FORWARD, REVERSE = DIRECTIONS  # 上联 -> 下联, and 下联求上联 (the given line is the lower one)
 _normalise = Normalizer()  # its tables fill lazily: nothing is loaded at import
 # Characters a person asks for that stay as typed: alone, OpenCC reads 乾 as the traditional
 # form of 干 (乾燥 → 干燥), but 乾 is a standard simplified character too (乾坤, 乾隆, which the
@@ -74,16 +75,51 @@ def clean_line(
     return line
 
 
-def clean_locks(raw: str | None, upper: str) -> str | None:
-    """A lock pattern as long as the upper line: ``_`` free, a Han character fixed there.
-    One that locks nothing is no constraint (None), but it too must be as long as the line."""
+def check_direction(direction: str) -> str:
+    if direction not in DIRECTIONS:
+        raise InputError(
+            f"方向只能是 {'、'.join(DIRECTIONS)}", f"The direction is one of {', '.join(DIRECTIONS)}."
+        )
+    return direction
+
+
+def given_line(upper: str | None, lower: str | None, direction: str | None) -> tuple[str, str]:
+    """(the line given, the direction) of a request that names its line ``upper`` or ``lower``:
+    one of them, the one its direction reads (inferred when ``direction`` is None)."""
+    if direction is None:
+        direction = REVERSE if lower is not None and upper is None else FORWARD
+    check_direction(direction)
+    given, other = (lower, upper) if direction == REVERSE else (upper, lower)
+    field, other_field = ("lower", "upper") if direction == REVERSE else ("upper", "lower")
+    (gzh, gen), (ozh, _) = line_names(direction)
+    if other is not None:
+        raise InputError(
+            f"{direction} 方向只给{gzh}（{field}），不给{ozh}（{other_field}）",
+            f"Direction {direction} takes the field {field} only, not {other_field}.",
+        )
+    if given is None:
+        raise InputError(f"请给出{gzh}（{field}）", f"{gen} is missing (field {field}).")
+    return given, direction
+
+
+def line_names(direction: str) -> tuple[tuple[str, str], tuple[str, str]]:
+    """(the given line's names, the written line's names) in Chinese and English."""
+    upper, lower = ("上联", "The upper line"), ("下联", "The lower line")
+    return (lower, upper) if direction == REVERSE else (upper, lower)
+
+
+def clean_locks(raw: str | None, upper: str, given: str = "上联") -> str | None:
+    """A lock pattern as long as the given line (``given`` names it): ``_`` free, a Han
+    character fixed there. One that locks nothing is no constraint (None), but it too must
+    be as long as the line."""
     if raw is None or not raw.strip():
         return None
     pattern = "".join("_" if ch in LOCK_FREE else ch for ch in normalise_chars(raw))
     if len(pattern) != len(upper):
+        en = "upper line" if given == "上联" else "lower line"
         raise InputError(
-            f"锁定模式要和上联一样长（{len(upper)} 个字，用 _ 表示不锁定）",
-            f"The lock pattern must be as long as the upper line ({len(upper)}), with _ for free positions.",
+            f"锁定模式要和{given}一样长（{len(upper)} 个字，用 _ 表示不锁定）",
+            f"The lock pattern must be as long as the {en} ({len(upper)}), with _ for free positions.",
         )
     for i, ch in enumerate(pattern):
         if ch != "_" and not is_han(ch) and ch != upper[i]:
@@ -136,7 +172,8 @@ def check_count(n: int, max_asked: int = MAX_ASKED) -> int:
 
 @dataclass(frozen=True)
 class Query:
-    """One request, its input already checked (``make_query``)."""
+    """One request, its input already checked (``make_query``). ``upper`` is the line given:
+    the upper line, or with ``direction`` ``lower_to_upper`` (下联求上联) the lower line."""
 
     upper: str
     n: int
@@ -146,6 +183,11 @@ class Query:
     required_chars: str | None = None
     fast: bool = False
     diverse: bool = False
+    direction: str = FORWARD
+
+    @property
+    def reverse(self) -> bool:
+        return self.direction == REVERSE
 
 
 def make_query(
@@ -157,6 +199,7 @@ def make_query(
     required_chars: str | None = None,
     fast: bool = False,
     diverse: bool = False,
+    direction: str = FORWARD,
     *,
     max_chars: int = MAX_CHARS,
     max_asked: int = MAX_ASKED,
@@ -168,16 +211,19 @@ def make_query(
         raise InputError(
             f"声调模式只能是 {'、'.join(TONE_MODES)}", f"The tone mode is one of {', '.join(TONE_MODES)}."
         )
-    line = clean_line(upper, max_chars)
+    check_direction(direction)
+    given, _ = line_names(direction)
+    line = clean_line(upper, max_chars, given)
     query = Query(
         upper=line,
         n=n,
         tone_mode=tone_mode,
-        locks=clean_locks(locks, line),
+        locks=clean_locks(locks, line, given[0]),
         required_first=clean_chars(required_first, ("藏头字", "The required first character")),
         required_chars=clean_chars(required_chars, ("嵌字", "The required characters")),
         fast=fast,
         diverse=diverse,
+        direction=direction,
     )
     if query.required_first is not None and len(query.required_first) != 1:
         raise InputError("藏头只能是一个字", "The required first character must be one character.")
@@ -187,7 +233,8 @@ def make_query(
 @dataclass(frozen=True)
 class AlternativesQuery:
     """Characters for one position of a lower line (``make_alternatives_query``): ``position``
-    counts from 0 in the normalised lines."""
+    counts from 0 in the normalised lines. With ``direction`` ``lower_to_upper`` the lower line
+    is the one given and the position is in the upper line (written for it)."""
 
     upper: str
     lower: str
@@ -197,6 +244,19 @@ class AlternativesQuery:
     locks: str | None = None
     required_first: str | None = None
     required_chars: str | None = None
+    direction: str = FORWARD
+
+    @property
+    def reverse(self) -> bool:
+        return self.direction == REVERSE
+
+    @property
+    def given(self) -> str:
+        return self.lower if self.reverse else self.upper
+
+    @property
+    def written(self) -> str:
+        return self.upper if self.reverse else self.lower
 
 
 def make_alternatives_query(
@@ -208,6 +268,7 @@ def make_alternatives_query(
     locks: str | None = None,
     required_first: str | None = None,
     required_chars: str | None = None,
+    direction: str = FORWARD,
     *,
     max_chars: int = MAX_CHARS,
     max_asked: int = MAX_ALTERNATIVES,
@@ -220,8 +281,14 @@ def make_alternatives_query(
         raise InputError(f"最多可以要 {max_asked} 个字", f"At most {max_asked} characters.")
     if n < 1:
         raise InputError("至少要一个字", "Ask for at least one character.")
-    query = make_query(upper, 1, tone_mode, locks, required_first, required_chars, max_chars=max_chars)
-    _, low = clean_couplet(upper, lower, max_chars)
+    check_direction(direction)
+    up, low = clean_couplet(upper, lower, max_chars)
+    reverse = direction == REVERSE
+    given, _ = line_names(direction)
+    query = make_query(
+        low if reverse else up, 1, tone_mode, locks, required_first, required_chars,
+        direction=direction, max_chars=max_chars,
+    )  # fmt: skip
     if not 0 <= position < len(low):
         raise InputError(
             f"位置须在 0 到 {len(low) - 1} 之间（从 0 数起），现在是 {position}",
@@ -229,12 +296,13 @@ def make_alternatives_query(
         )
     if is_punct(query.upper[position]):
         raise InputError(
-            f"第 {position + 1} 字对的是上联的标点「{query.upper[position]}」，须与之相同，没有别的字可换",
-            f"Position {position + 1} mirrors the upper line's mark {query.upper[position]!r}; "
+            f"第 {position + 1} 字对的是{given[0]}的标点「{query.upper[position]}」，"
+            "须与之相同，没有别的字可换",
+            f"Position {position + 1} mirrors the {given[1][4:].lower()}'s mark {query.upper[position]!r}; "
             "nothing else may stand there.",
         )
     return AlternativesQuery(
-        upper=query.upper,
+        upper=up,
         lower=low,
         position=position,
         n=n,
@@ -242,4 +310,5 @@ def make_alternatives_query(
         locks=query.locks,
         required_first=query.required_first,
         required_chars=query.required_chars,
+        direction=direction,
     )

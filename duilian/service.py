@@ -33,7 +33,7 @@ from data.rules import RuleReport
 from data.segment import boundaries
 from data.sensitive import ALLOW_LIST, SensitiveFilter, read_words
 from data.tones import line_tones, mark
-from duilian.inputs import OVERSAMPLE, AlternativesQuery, Query
+from duilian.inputs import FORWARD, OVERSAMPLE, REVERSE, AlternativesQuery, Query
 from model.decoding.blocked import BlockedWords
 from model.decoding.decoder import Decoder
 from model.decoding.options import (
@@ -78,7 +78,9 @@ class Candidate:
 
 @dataclass(frozen=True)
 class Answer:
-    """The candidates for one upper line, best first, and what is known about the line."""
+    """The candidates for one upper line, best first, and what is known about the line.
+    With ``direction`` ``lower_to_upper`` (下联求上联), ``upper`` is the lower line given and
+    the candidates are upper lines; its JSON form names the lines as they are."""
 
     upper: str
     upper_tones: list[str]
@@ -86,15 +88,19 @@ class Answer:
     in_training_set: bool
     known_lower_lines: list[str]
     unknown_chars: list[str]
-    upper_ends_level: bool
+    upper_ends_level: bool  # the given line reads like the other side (``data.rules.reads_reversed``)
     filtered: int  # candidates withheld by the sensitive-word filter
     model_version: str
+    direction: str = FORWARD
 
     def as_dict(self) -> dict[str, Any]:
-        """The JSON form, field for field that of the REST API's answer (``hard_ok`` in each report)."""
+        """The JSON form, field for field that of the REST API's answer (``hard_ok`` in each report):
+        the given line as ``upper`` (or ``lower`` in the reverse direction) with its tones."""
+        given = "lower" if self.direction == REVERSE else "upper"
         return {
-            "upper": self.upper,
-            "upper_tones": list(self.upper_tones),
+            "direction": self.direction,
+            given: self.upper,
+            f"{given}_tones": list(self.upper_tones),
             "candidates": [
                 {
                     "text": c.text,
@@ -111,7 +117,8 @@ class Answer:
             "in_training_set": self.in_training_set,
             "known_lower_lines": list(self.known_lower_lines),
             "unknown_chars": list(self.unknown_chars),
-            "upper_ends_level": self.upper_ends_level,
+            "upper_ends_level": self.upper_ends_level and given == "upper",
+            "reads_reversed": self.upper_ends_level,
             "filtered": self.filtered,
             "model_version": self.model_version,
         }
@@ -145,10 +152,12 @@ class AlternativesAnswer:
     alternatives: list[Alternative]
     filtered: int  # characters withheld by the sensitive-word filter
     model_version: str
+    direction: str = FORWARD  # lower_to_upper: the position is in the upper line, written for ``lower``
 
     def as_dict(self) -> dict[str, Any]:
         """The JSON form, field for field that of ``POST /api/v1/alternatives``."""
         return {
+            "direction": self.direction,
             "upper": self.upper,
             "lower": self.lower,
             "position": self.position,
@@ -238,8 +247,15 @@ def banners_for(
 
 def with_banners(answer: Answer, table: BannerTable, tone_mode: str) -> Answer:
     """The answer with each candidate's 横批 (about 2 ms a candidate)."""
+    reverse = answer.direction == REVERSE
     candidates = [
-        replace(c, banners=banners_for(table, answer.upper, c.text, tone_mode)) for c in answer.candidates
+        replace(
+            c,
+            banners=banners_for(
+                table, *((c.text, answer.upper) if reverse else (answer.upper, c.text)), tone_mode
+            ),
+        )
+        for c in answer.candidates
     ]
     return replace(answer, candidates=candidates)
 
@@ -284,6 +300,17 @@ class LoadedModel:
             graph_cache=engine.graph_cache,
             blocked=blocked_words(bundle, extra_filter),
         )
+        self.reverse_decoder = None  # 下联求上联: the bundle's lower_to_upper model, when it has one
+        if bundle.reverse is not None:
+            self.reverse_decoder = Decoder(
+                bundle.reverse,
+                bundle.vocab,
+                int8=engine.int8,
+                runtime=engine.runtime,
+                pairing=None if bundle.pairing is None else bundle.pairing.swapped(),
+                graph_cache=engine.graph_cache,
+                blocked=self.decoder.blocked,
+            )
         bundled = bundle.sensitive_filter(allow_list()) if len(bundle.sensitive_hashes) else None
         self.filters = [f for f in (bundled, extra_filter) if f is not None]
         self._banners: list[BannerTable | None] = []  # the bundle's table, once loaded
@@ -306,6 +333,18 @@ class LoadedModel:
             model.answer_batch([Query("春风得意", 1)], 0)
         return model
 
+    def decoder_for(self, direction: str) -> Decoder:
+        """The decoder of a direction; ConstraintError when the bundle has no model for it."""
+        if direction != REVERSE:
+            return self.decoder
+        if self.reverse_decoder is None:
+            raise ConstraintError(
+                "direction",
+                "此模型没有下联求上联的模型（模型包里没有 reverse.safetensors）",
+                "this model bundle writes no upper lines for lower lines (it has no reverse.safetensors)",
+            )
+        return self.reverse_decoder
+
     def is_clean(self, text: str, upper: str | None = None) -> bool:
         """No listed word in ``text``; with the ``upper`` line it answers, a word that straddles
         two of that line's words with an end inside one is let through (data/segment.py), as
@@ -319,7 +358,7 @@ class LoadedModel:
         result = self.answer_batch([query], oversample)[0]
         if isinstance(result, Exception):
             raise result
-        known = self.known_lines(query.upper)
+        known = [] if query.reverse else self.known_lines(query.upper)
         if known:
             result = replace(result, known_lower_lines=known)
         table = self.banner_table() if banners else None
@@ -351,18 +390,22 @@ class LoadedModel:
         """
         options = decode_options(queries[0], queries[0].n + oversample)
         try:
+            decoder = self.decoder_for(queries[0].direction)
+        except ConstraintError as exc:
+            return [exc for _ in queries]
+        try:
             with torch.inference_mode():
                 results: list[DecodeResult | Exception] = list(
-                    self.decoder.generate_batch([q.upper for q in queries], options)
+                    decoder.generate_batch([q.upper for q in queries], options)
                 )
         except ConstraintError:  # the batch stops at the first impossible line: one by one
-            results = [self._decode(q.upper, options) for q in queries]
+            results = [self._decode(decoder, q.upper, options) for q in queries]
         answers: list[Answer | Exception] = []
         for q, result in zip(queries, results, strict=True):
             if isinstance(result, DecodeResult):
                 clean = self._clean(result)
                 if len(clean) < q.n <= len(result.candidates) and options.n_best < MAX_CANDIDATES:
-                    result = self._decode(q.upper, decode_options(q, MAX_CANDIDATES))
+                    result = self._decode(decoder, q.upper, decode_options(q, MAX_CANDIDATES))
                     clean = self._clean(result) if isinstance(result, DecodeResult) else []
             answers.append(result if isinstance(result, Exception) else self._answer(q, result, clean))
         return answers
@@ -380,19 +423,19 @@ class LoadedModel:
             required_chars=query.required_chars or "",
         )
         with torch.inference_mode():
-            found: Alternatives = self.decoder.alternatives(
-                query.upper,
-                query.lower,
+            found: Alternatives = self.decoder_for(query.direction).alternatives(
+                query.given,
+                query.written,
                 query.position,
                 options,
                 k=min(query.n + 1 + OVERSAMPLE, MAX_CANDIDATES),  # room for the line's own and filtered ones
             )
-        clean = [a for a in found.alternatives if self.is_clean(a.text, query.upper)]
+        clean = [a for a in found.alternatives if self.is_clean(a.text, query.given)]
         kept = [a for a in clean if not a.original][: query.n]
         kept = sorted(kept + [a for a in clean if a.original], key=lambda a: a.rank, reverse=True)
         return AlternativesAnswer(
-            upper=found.upper,
-            lower=found.lower,
+            upper=found.lower if query.reverse else found.upper,
+            lower=found.upper if query.reverse else found.lower,
             position=found.position,
             positions=list(found.positions),
             alternatives=[
@@ -409,12 +452,14 @@ class LoadedModel:
             ],
             filtered=len(found.alternatives) - len(clean),
             model_version=self.version,
+            direction=query.direction,
         )
 
-    def _decode(self, upper: str, options: DecodeOptions) -> DecodeResult | Exception:
+    @staticmethod
+    def _decode(decoder: Decoder, upper: str, options: DecodeOptions) -> DecodeResult | Exception:
         try:
             with torch.inference_mode():
-                return self.decoder.generate(upper, options)
+                return decoder.generate(upper, options)
         except ConstraintError as exc:
             return exc
 
@@ -438,10 +483,11 @@ class LoadedModel:
                 )
                 for c in clean[: q.n]
             ],
-            in_training_set=self.bundle.in_training_data(q.upper),
+            in_training_set=not q.reverse and self.bundle.in_training_data(q.upper),
             known_lower_lines=[],
             unknown_chars=list(result.unknown_chars),
             upper_ends_level=result.probably_reversed,
             filtered=len(result.candidates) - len(clean),
             model_version=self.version,
+            direction=q.direction,
         )

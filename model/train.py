@@ -32,7 +32,13 @@ def main(argv: list[str] | None = None) -> int:
 
             spec = FinishSpec(args.preset, args.no_eval, args.eval_limit, args.no_export, args.ship)
             finish(
-                spec, trained.out, trained.folder, trained.train.pairs, trained.preset, trained.proposer_path
+                spec,
+                trained.out,
+                trained.folder,
+                trained.train.pairs,
+                trained.preset,
+                trained.proposer_path,
+                trained.reverse_path,
             )
         return 0
     except UsageError as e:

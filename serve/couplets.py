@@ -366,6 +366,8 @@ class CoupletService:
                 self._cache[key] = answer
                 while len(self._cache) > self._cache_size:
                     self._cache.popitem(last=False)
+        if q.reverse:  # the known lines are lower lines of training upper lines
+            return answer
         # the corpus file's lower lines when one is configured, else the bundle's own
         found = self.known.lowers(q.upper, KNOWN_SHOWN) if self.known is not None else None
         known = model.known_lines(q.upper, found)

@@ -10,6 +10,13 @@ from pydantic.dataclasses import dataclass as pydantic_dataclass
 from data.rules import RuleReport
 
 ToneMode = Literal["modern", "lenient", "classical"]
+Direction = Literal["upper_to_lower", "lower_to_upper"]
+DIRECTION_DOC = (
+    "upper_to_lower (the default): lower lines for the upper line given in `upper`; lower_to_upper "
+    "(下联求上联): upper lines for the lower line given in `lower`, under the mirrored rules (the upper "
+    "line ends 仄 where the lower ends 平), by the bundle's second model; inferred from which line is "
+    "given when left out"
+)
 MODEL_VERSION_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._+:-]{0,63}$"  # step59000-1a2b3c4d, test-a
 
 
@@ -22,12 +29,21 @@ class Request(BaseModel):
 
 
 class GenerateRequest(Request):
-    upper: str = Field(
-        ...,
+    upper: str | None = Field(
+        None,
         max_length=200,
-        description="上联, at most 100 characters (from 33 on, a 长联, answered clause by clause)",
+        description="上联, at most 100 characters (from 33 on, a 长联, answered clause by clause); "
+        "required unless `lower` is given",
         examples=["春风得意"],
     )
+    lower: str | None = Field(
+        None,
+        max_length=200,
+        description="下联, for upper lines written for it (下联求上联, direction lower_to_upper): "
+        "given instead of `upper`",
+        examples=["家和万事兴"],
+    )
+    direction: Direction | None = Field(None, description=DIRECTION_DOC)
     n: int = Field(5, ge=1, description="number of candidates, at most the server's limit (10 by default)")
     tone_mode: ToneMode = "modern"
     locks: str | None = Field(
@@ -99,8 +115,17 @@ class Candidate(BaseModel):
 
 
 class GenerateResponse(BaseModel):
-    upper: str = Field(description="the upper line as normalised and decoded")
-    upper_tones: list[str]
+    direction: Direction = Field(description="which line was given: " + DIRECTION_DOC)
+    upper: str | None = Field(
+        None, description="the upper line as normalised and decoded (direction upper_to_lower)"
+    )
+    upper_tones: list[str] | None = None
+    lower: str | None = Field(
+        None,
+        description="the lower line given, as normalised (direction lower_to_upper: the candidates are "
+        "upper lines, and the training-set flag and known lower lines are not looked up)",
+    )
+    lower_tones: list[str] | None = None
     candidates: list[Candidate]
     in_training_set: bool = Field(description="the upper line is a training upper line (fingerprint index)")
     known_lower_lines: list[str] = Field(
@@ -108,7 +133,12 @@ class GenerateResponse(BaseModel):
     )
     unknown_chars: list[str] = Field(description="characters the model does not know")
     upper_ends_level: bool = Field(
-        description="the upper line ends 平: it is probably the lower line of a pair"
+        description="the upper line ends 平: it is probably the lower line of a pair (ask again with "
+        "direction lower_to_upper); false in that direction"
+    )
+    reads_reversed: bool = Field(
+        description="the given line reads like the other side of its couplet: an upper line ending 平, "
+        "or in direction lower_to_upper a lower line ending 仄"
     )
     filtered: int = Field(description="candidates withheld by the sensitive-word filter")
     model_version: str
@@ -142,6 +172,12 @@ class AlternativesRequest(Request):
     )
     required_first: str | None = Field(None, max_length=32, description="藏头, as in /generate")
     required_chars: str | None = Field(None, max_length=32, description="嵌字, as in /generate")
+    direction: Direction = Field(
+        "upper_to_lower",
+        description="upper_to_lower: `position` is in the lower line (a candidate for `upper`); "
+        "lower_to_upper: in the upper line (a candidate written for `lower`); locks, 藏头 and 嵌字 "
+        "then apply to the upper line",
+    )
 
 
 class Alternative(BaseModel):
@@ -159,6 +195,7 @@ class Alternative(BaseModel):
 
 
 class AlternativesResponse(BaseModel):
+    direction: Direction = Field(description="as asked: which line `position` is in (the written one)")
     upper: str = Field(description="the upper line as normalised")
     lower: str = Field(description="the lower line as normalised")
     position: int

@@ -28,7 +28,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from data.pairing import PairingTable
-from data.rules import check, punctuation_mirrored
+from data.rules import check_answer, punctuation_mirrored, reads_reversed
 from data.segment import boundaries
 from data.text import is_punct, text_end
 from data.tones import Tone, line_tones, mark
@@ -123,6 +123,10 @@ class Decoder:
                 f"the blocked words are for {blocked.vocab_size} ids, the vocabulary has {len(vocab)}"
             )
         self.blocked = blocked if blocked is not None and len(blocked) else None
+        # a lower_to_upper model (下联求上联): the line given is a lower line, the lines written
+        # upper lines; the same rules but the tone at the end, reports of (written, given), and
+        # its errors' messages with the lines' names swapped (ConstraintError.mirrored)
+        self.reverse = bool(getattr(model.cfg, "reverse", False))
 
     def plan(self, upper: str, options: DecodeOptions) -> Plan:
         if len(upper) + 1 > self.model.cfg.max_len:
@@ -141,6 +145,7 @@ class Decoder:
             locks=options.locks,
             required_first=options.required_first,
             required_chars=options.required_chars,
+            reverse=self.reverse,
         )
         if self.blocked is not None:
             self.blocked.check_plan(plan)
@@ -154,7 +159,16 @@ class Decoder:
     ) -> list[DecodeResult]:
         """Results in the order of ``uppers``; lines of one length are decoded together.
         Raises ConstraintError for the first line whose constraints cannot be met."""
-        options = options or DecodeOptions()
+        try:
+            return self._generate_batch(uppers, options or DecodeOptions(), batch_size)
+        except ConstraintError as e:
+            if self.reverse:
+                raise e.mirrored() from e
+            raise
+
+    def _generate_batch(
+        self, uppers: Sequence[str], options: DecodeOptions, batch_size: int
+    ) -> list[DecodeResult]:
         if not 1 <= options.n_best <= MAX_CANDIDATES:
             raise ValueError(f"n_best must be 1..{MAX_CANDIDATES}, got {options.n_best}")
         results: list[DecodeResult | None] = [None] * len(uppers)
@@ -172,7 +186,7 @@ class Decoder:
             for start in range(0, len(idx), batch_size):
                 chunk = idx[start : start + batch_size]
                 for i, res in zip(chunk, self._decode([plans[i] for i in chunk], options), strict=True):
-                    results[i] = views[i].restore(res, options.tone_mode)
+                    results[i] = views[i].restore(res, options.tone_mode, self.reverse)
         return [r for r in results if r is not None]
 
     def plan_view(self, upper: str, options: DecodeOptions) -> tuple[ModelView, Plan]:
@@ -236,8 +250,18 @@ class Decoder:
         the rhythm and 三平尾 preferences, the tagger's opinion with ``ensemble_weight``), and
         ordered by that score per token. Raises ConstraintError when the input cannot be
         judged (lengths, punctuation, a position on a mark, unknown characters) or no
-        character fits."""
-        options = options or DecodeOptions()
+        character fits. With a reverse model, ``upper`` is the given lower line and ``lower``
+        the upper line written for it (the messages name them so)."""
+        try:
+            return self._alternatives(upper, lower, position, options or DecodeOptions(), k, pool)
+        except ConstraintError as e:
+            if self.reverse:
+                raise e.mirrored() from e
+            raise
+
+    def _alternatives(
+        self, upper: str, lower: str, position: int, options: DecodeOptions, k: int, pool: int
+    ) -> Alternatives:
         if not 1 <= k <= MAX_CANDIDATES:
             raise ValueError(f"k must be 1..{MAX_CANDIDATES}, got {k}")
         _check_alternative_input(upper, lower, position, options.rules, self.vocab)
@@ -286,7 +310,7 @@ class Decoder:
                     text=text,
                     score=float(logp[j]) / per_token,
                     rank=float(search[j]) / per_token,
-                    report=check(view.original, text, plan.mode, tones).as_dict(),
+                    report=check_answer(view.original, text, plan.mode, tones, self.reverse).as_dict(),
                     original=chars[j] == own,
                 )
             )
@@ -398,7 +422,7 @@ class Decoder:
             if s == float("-inf") or text in seen:
                 continue
             seen.add(text)
-            report = check(plan.upper, text, plan.mode, plan.upper_tones).as_dict()
+            report = check_answer(plan.upper, text, plan.mode, plan.upper_tones, self.reverse).as_dict()
             candidates.append(Candidate(text, sc, report, s))
             if len(candidates) == options.n_best:
                 break
@@ -408,7 +432,11 @@ class Decoder:
             )
         end = _end_tone(plan)
         return DecodeResult(
-            plan.upper, candidates, self.vocab.unknown(plan.upper), mark(end), end == Tone.LEVEL
+            plan.upper,
+            candidates,
+            self.vocab.unknown(plan.upper),
+            mark(end),
+            reads_reversed(end, self.reverse),
         )
 
     def _text(self, plan: Plan, ids: list[int]) -> str:
@@ -477,7 +505,7 @@ class ModelView:
             out[i] = lower[j]
         return "".join(out)
 
-    def restore(self, result: DecodeResult, mode: str) -> DecodeResult:
+    def restore(self, result: DecodeResult, mode: str, reverse: bool = False) -> DecodeResult:
         """``result`` for the whole upper line: the marks put back, the reports read again on
         the whole lines, and only characters (not marks) named unknown (the view left out
         marks only, so its unknown characters are the whole line's)."""
@@ -488,7 +516,8 @@ class ModelView:
         candidates = []
         for c in result.candidates:
             text = self.text(c.text)
-            candidates.append(replace(c, text=text, report=check(self.original, text, mode, tones).as_dict()))
+            report = check_answer(self.original, text, mode, tones, reverse).as_dict()
+            candidates.append(replace(c, text=text, report=report))
         return replace(result, upper=self.original, candidates=candidates, unknown_chars=unknown)
 
 

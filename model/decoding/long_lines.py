@@ -33,7 +33,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Protocol
 
-from data.rules import check
+from data.rules import check_answer, reads_reversed
 from data.segment import boundaries
 from data.text import LONGEST_LINE, clauses, is_han, is_punct
 from data.tones import Tone, line_tones, mark, wanted_end
@@ -93,13 +93,14 @@ class _View(Protocol):
     @property
     def kept(self) -> tuple[int, ...]: ...  # the segment's positions the model reads
 
-    def restore(self, result: DecodeResult, mode: str) -> DecodeResult: ...
+    def restore(self, result: DecodeResult, mode: str, reverse: bool = False) -> DecodeResult: ...
 
 
 class SegmentDecoder(Protocol):
     """What the segment search needs of model.decoding.decoder.Decoder."""
 
     vocab: Vocab
+    reverse: bool  # the given line is a lower line (下联求上联)
 
     def plan_view(self, upper: str, options: DecodeOptions) -> tuple[_View, Plan]: ...
 
@@ -134,7 +135,7 @@ def generate_long(decoder: SegmentDecoder, upper: str, options: DecodeOptions) -
     tones = line_tones(upper, options.tone_mode)
     last_char = max((i for i, ch in enumerate(upper) if not is_punct(ch)), default=-1)
     line_end = tones[last_char] if last_char >= 0 else Tone.NONE
-    want = wanted_end(line_end)
+    want = wanted_end(line_end, decoder.reverse)
     # where the tone-end rule sits: the first occurrence of the last character (-1: no rule)
     asked = options.rules and options.tone_end and last_char >= 0 and want != Tone.EITHER
     end_head = upper.index(upper[last_char]) if asked else -1
@@ -175,7 +176,7 @@ def generate_long(decoder: SegmentDecoder, upper: str, options: DecodeOptions) -
                 kept, views, decoder.decode_plans(plans, step_options), strict=True
             )
             if result is not None
-            for c in view.restore(result, options.tone_mode).candidates
+            for c in view.restore(result, options.tone_mode, decoder.reverse).candidates
         ]
         if not grown:
             raise _no_line()
@@ -184,14 +185,18 @@ def generate_long(decoder: SegmentDecoder, upper: str, options: DecodeOptions) -
             best.setdefault(p.text, p)
         beam = list(best.values())[: options.n_best]
     per = sum(b - a for a, b in spans) + len(spans) * int(options.score_end)
+    reverse = decoder.reverse
     candidates = [
         Candidate(
-            p.text, p.score / per, check(upper, p.text, options.tone_mode, tones).as_dict(), p.rank / per
+            p.text,
+            p.score / per,
+            check_answer(upper, p.text, options.tone_mode, tones, reverse).as_dict(),
+            p.rank / per,
         )
         for p in beam
     ]
     unknown = [ch for ch in decoder.vocab.unknown(upper) if not is_punct(ch)]
-    return DecodeResult(upper, candidates, unknown, mark(line_end), line_end == Tone.LEVEL)
+    return DecodeResult(upper, candidates, unknown, mark(line_end), reads_reversed(line_end, reverse))
 
 
 def _no_line() -> ConstraintError:

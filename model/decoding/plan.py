@@ -26,8 +26,22 @@ class ConstraintError(ValueError):
         super().__init__(f"{zh} / {en}")
         self.constraint, self.zh, self.en = constraint, zh, en
 
+    def mirrored(self) -> ConstraintError:
+        """The error said of a request in the other direction (下联求上联): the rules are the
+        same with the lines' roles swapped, so the messages are, 上联 and 下联 exchanged."""
+        return ConstraintError(self.constraint, _swap_words(self.zh, _ZH), _swap_words(self.en, _EN))
+
     def __reduce__(self) -> tuple[type[ConstraintError], tuple[str, str, str]]:
         return ConstraintError, (self.constraint, self.zh, self.en)  # (it crosses process pools)
+
+
+_ZH = ("上联", "下联")
+_EN = ("upper line", "lower line")
+
+
+def _swap_words(text: str, words: tuple[str, str]) -> str:
+    a, b = words
+    return b.join(part.replace(b, a) for part in text.split(a))
 
 
 # ---- the plan of one request ---------------------------------------------------------
@@ -193,8 +207,12 @@ def plan_request(
     locks: str | None = None,
     required_first: str | None = None,
     required_chars: str | Sequence[str] = (),
+    reverse: bool = False,
 ) -> Plan:
-    """Check and resolve one request; raises ConstraintError when no line can satisfy it."""
+    """Check and resolve one request; raises ConstraintError when no line can satisfy it.
+    ``reverse``: ``upper`` is a lower line and the line written is its upper line (下联求上联):
+    the same rules but the tone at the end (``data.tones.wanted_end``); the messages still
+    name the lines as the forward request does (``ConstraintError.mirrored`` swaps them)."""
     if not upper:
         raise ConstraintError("length", "上联为空", "the upper line is empty")
     head = _groups(upper, rules)
@@ -209,7 +227,7 @@ def plan_request(
     copy_of = [head[i] if rules and head[i] != i and punct[i] < 0 else -1 for i in range(len(upper))]
     tones = _upper_tones(upper, mode)
     last = max((i for i, ch in enumerate(upper) if not is_punct(ch)), default=-1)
-    want = wanted_end(tones[last]) if last >= 0 else Tone.EITHER
+    want = wanted_end(tones[last], reverse) if last >= 0 else Tone.EITHER
     end_pos = head[last] if rules and tone_end and last >= 0 and want != Tone.EITHER else -1
     end_ok = tables.end_ok(mode, want)
     if end_pos >= 0:

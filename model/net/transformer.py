@@ -19,6 +19,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 # The token ids are data.vocab's (defined once), re-exported for the model's callers.
+from data.text import DIRECTIONS
 from data.vocab import BOS_ID as BOS_ID
 from data.vocab import EOS_ID as EOS_ID
 from data.vocab import PAD_ID as PAD_ID
@@ -40,6 +41,9 @@ class ModelConfig:
     aligned: bool = True  # add the encoder state at position i to decoder input i
     tie_embeddings: bool = True  # one table for source, target and output
     kind: str = "seq2seq"  # "seq2seq": encoder-decoder; "tagger": encoder only (model/net/tagger.py)
+    # which line it reads and which it writes: "upper_to_lower" (上联 -> 下联, the default model)
+    # or "lower_to_upper" (下联求上联: the same pairs with the direction swapped, not the order)
+    direction: str = "upper_to_lower"
 
     def __post_init__(self) -> None:
         check_field_types(self)
@@ -53,6 +57,13 @@ class ModelConfig:
             raise ValueError(f"d_model ({self.d_model}) must be a multiple of n_heads ({self.n_heads})")
         if not 0 <= self.dropout < 1:
             raise ValueError(f"dropout must be in [0, 1), got {self.dropout}")
+        if self.direction not in DIRECTIONS:
+            raise ValueError(f"direction must be one of {', '.join(DIRECTIONS)}, got {self.direction!r}")
+
+    @property
+    def reverse(self) -> bool:
+        """Whether the model writes upper lines for lower lines."""
+        return self.direction == "lower_to_upper"
 
     def to_dict(self) -> dict[str, object]:
         return asdict(self)

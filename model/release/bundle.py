@@ -8,6 +8,10 @@ Layout of a bundle folder (the models as a Hugging Face model folder holds them,
     spm.model         the sentencepiece vocabulary both models read (pad=0, unk=1, bos=2, eos=3)
     proposer.safetensors, proposer_config.json
                       optional: an encoder-only proposer (model/net/tagger.py), fp16, same vocabulary
+    reverse.safetensors, reverse_config.json
+                      optional: the lower_to_upper model (下联求上联), an encoder-decoder trained on the
+                      same pairs with the direction swapped; it shares model.safetensors's character
+                      embeddings (``shared_weights``), so it stores only its layers
     fingerprints.npy  sorted uint64 fingerprints of the normalised training upper lines
     banners.npz       optional: the 横批 phrases and character vectors (data/banners.py), copied
                       from the data stage's folder; corpus text, AGPL-3.0 like the model
@@ -80,6 +84,7 @@ from model.net.checkpoint import (
     model_from_checkpoint,
 )
 from model.net.tagger import CoupletTagger
+from model.net.transformer import CoupletTransformer
 from model.release.fingerprint import FingerprintIndex, KnownLowers
 from model.release.weights import (
     check_vocab,
@@ -95,6 +100,8 @@ from model.release.weights import (
 
 WEIGHTS_FILE, CONFIG_FILE = file_names("model")  # model.safetensors, config.json
 PROPOSER_WEIGHTS, PROPOSER_CONFIG = file_names("proposer")  # proposer.safetensors, proposer_config.json
+REVERSE_WEIGHTS, REVERSE_CONFIG = file_names("reverse")  # reverse.safetensors, reverse_config.json
+SHARED_WITH_MAIN = ("embed.weight",)  # the reverse model's tensors that model.safetensors holds
 VOCAB_FILE = "spm.model"
 # bundles made before safetensors: checkpoints (model/net/checkpoint.py), still read
 MODEL_FILE, PROPOSER_FILE = "model.pt", "proposer.pt"
@@ -108,7 +115,8 @@ MANIFEST_FILE = "SHA256SUMS"
 # the files whose bytes the server computes with, listed in the manifest (a new one belongs here:
 # tests/model/release/test_checkpoint_bundle.py checks that export writes nothing else but DOC_FILES)
 PAYLOAD_FILES = (
-    WEIGHTS_FILE, CONFIG_FILE, VOCAB_FILE, PROPOSER_WEIGHTS, PROPOSER_CONFIG, *LEGACY_FILES,
+    WEIGHTS_FILE, CONFIG_FILE, VOCAB_FILE, PROPOSER_WEIGHTS, PROPOSER_CONFIG, REVERSE_WEIGHTS, REVERSE_CONFIG,
+    *LEGACY_FILES,
     FINGERPRINTS_FILE, SENSITIVE_FILE, KNOWN_FILE, PAIRING_FILE, BANNERS_FILE, BLOCKED_FILE,
 )  # fmt: skip
 DOC_FILES = (MODEL_CARD, DATA_CARD, EVAL_FILE, DATA_REPORT)
@@ -137,6 +145,7 @@ class Bundle:
     known: KnownLowers | None = None
     pairing: PairingTable | None = None
     blocked: BlockedWords | None = None
+    reverse: CoupletTransformer | None = None  # the lower_to_upper model (下联求上联), if any
 
     def in_training_data(self, upper: str) -> bool:
         return self.fingerprints.contains(upper)
@@ -230,6 +239,8 @@ def export_bundle(
     *,
     proposer: CoupletTagger | None = None,
     proposer_meta: dict[str, Any] | None = None,
+    reverse: CoupletModel | None = None,
+    reverse_meta: dict[str, Any] | None = None,
     train_uppers: Iterable[str] = (),
     train_pairs: Iterable[tuple[str, str]] | None = None,
     pairing: PairingTable | None = None,
@@ -250,7 +261,10 @@ def export_bundle(
     ``sensitive_max_len``: the longest hashed word's length (the filter checks no longer
     substrings). ``train_pairs``, when given, stands for ``train_uppers`` and also writes the
     known lower lines and, unless ``pairing`` is given (counted from them already), the
-    pairing table. ``banners``: a 横批 table (banners.npz) to carry."""
+    pairing table. ``banners``: a 横批 table (banners.npz) to carry. ``reverse``: the
+    lower_to_upper model (``reverse_meta`` its step and best_valid), trained with ``model``'s
+    character embeddings frozen: it stores only its own tensors (``shared_weights``), and a
+    reverse model whose embeddings differ from ``model``'s is refused."""
     out = Path(out_dir)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
@@ -266,6 +280,13 @@ def export_bundle(
             trained = {"step": pm.get("step", 0), "best_valid": pm.get("best_valid")}
             files = (tmp / PROPOSER_WEIGHTS, tmp / PROPOSER_CONFIG)
             save_model_files(proposer, vocab, *files, VOCAB_FILE, trained)
+        if reverse is not None:
+            check_reverse(model, reverse)
+            rm = reverse_meta or {}
+            trained = {"step": rm.get("step", 0), "best_valid": rm.get("best_valid")}
+            files = (tmp / REVERSE_WEIGHTS, tmp / REVERSE_CONFIG)
+            shared = dict.fromkeys(SHARED_WITH_MAIN, WEIGHTS_FILE)
+            save_model_files(reverse, vocab, *files, VOCAB_FILE, trained, shared)
         pairs = list(train_pairs) if train_pairs is not None else None
         index = FingerprintIndex.from_lines(train_uppers if pairs is None else (u for u, _ in pairs))
         index.save(tmp / FINGERPRINTS_FILE)
@@ -292,6 +313,23 @@ def export_bundle(
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return out
+
+
+def check_reverse(model: CoupletModel, reverse: CoupletModel) -> None:
+    """ValueError unless ``reverse`` is a lower_to_upper encoder-decoder that can share
+    ``model``'s character embeddings (the same shape, bit for bit in fp16)."""
+    if not isinstance(reverse, CoupletTransformer) or not reverse.cfg.reverse:
+        raise ValueError("the reverse model must be a lower_to_upper encoder-decoder (ModelConfig.direction)")
+    if model.cfg.reverse:
+        raise ValueError("the bundle's main model must be an upper_to_lower one")
+    mine, theirs = model.state_dict(), reverse.state_dict()
+    for key in SHARED_WITH_MAIN:
+        a, b = mine.get(key), theirs.get(key)
+        if a is None or b is None or a.shape != b.shape or not torch.equal(a.half(), b.half()):
+            raise ValueError(
+                f"the reverse model's {key} differs from the model's: train it with --init-from the "
+                "model and freeze_embeddings (it shares the model's embeddings in a bundle)"
+            )
 
 
 def _swap(new: Path, out: Path) -> None:
@@ -387,6 +425,23 @@ def load_models(
     return model, vocab, meta, proposer
 
 
+def load_reverse(root: Path, vocab: Vocab, dtype: torch.dtype = torch.float32) -> CoupletTransformer | None:
+    """The bundle's lower_to_upper model, or None when it has none."""
+    if not (root / REVERSE_WEIGHTS).is_file():
+        return None
+    config = read_config(root / REVERSE_CONFIG)
+    _reverse_kind(config, root / REVERSE_CONFIG)
+    loaded, _ = load_model_files(root / REVERSE_WEIGHTS, root / REVERSE_CONFIG, vocab, dtype)
+    return cast(CoupletTransformer, loaded)
+
+
+def _reverse_kind(config: dict[str, Any], path: Path) -> None:
+    if config.get("kind") != "seq2seq" or config.get("direction") != "lower_to_upper":
+        raise ValueError(f"{path}: the reverse model must be a lower_to_upper encoder-decoder")
+    if set((config.get("shared_weights") or {}).values()) - {WEIGHTS_FILE}:
+        raise ValueError(f"{path}: the reverse model may share tensors with {WEIGHTS_FILE} only")
+
+
 def check_models(root: str | os.PathLike[str]) -> None:
     """Read the bundle's models as ``load_bundle`` will, without building them: their files
     load and match their sums, the configurations name the vocabulary, and the proposer is a
@@ -407,19 +462,26 @@ def check_models(root: str | os.PathLike[str]) -> None:
         read_weights(root / PROPOSER_WEIGHTS)
     elif (root / PROPOSER_FILE).is_file():
         check_proposer(load_checkpoint(root / PROPOSER_FILE), vocab_bytes, root / PROPOSER_FILE)
+    if (root / REVERSE_WEIGHTS).is_file():
+        config = read_config(root / REVERSE_CONFIG)
+        _reverse_kind(config, root / REVERSE_CONFIG)
+        check_vocab(config, Vocab(vocab_bytes), root / REVERSE_CONFIG)
+        read_weights(root / REVERSE_WEIGHTS)
 
 
-def model_meta(root: str | os.PathLike[str], proposer: bool = False) -> dict[str, Any]:
-    """The meta of the bundle's model (or its proposer) without its weights: ``model_config``,
-    the training record (``step``, ``best_valid``, ``preset`` ...) and ``n_params`` (tied
-    weights counted once); {} when there is no such model."""
+def model_meta(root: str | os.PathLike[str], proposer: bool = False, reverse: bool = False) -> dict[str, Any]:
+    """The meta of the bundle's model (or its proposer, or its reverse model) without its
+    weights: ``model_config``, the training record (``step``, ``best_valid``, ``preset`` ...)
+    and ``n_params`` (tied weights counted once, shared ones too); {} when there is no such model."""
     root = Path(root)
     names = (PROPOSER_WEIGHTS, PROPOSER_CONFIG, PROPOSER_FILE), (WEIGHTS_FILE, CONFIG_FILE, MODEL_FILE)
-    weights, config, legacy = names[0] if proposer else names[1]
+    if reverse:
+        names = (REVERSE_WEIGHTS, REVERSE_CONFIG, ""), names[1]
+    weights, config, legacy = names[0] if proposer or reverse else names[1]
     if (root / weights).is_file():
         cfg = read_config(root / config)
         return {**config_meta(cfg), "n_params": count_parameters(cfg)}
-    if (root / legacy).is_file():
+    if legacy and (root / legacy).is_file():
         ckpt = load_checkpoint(root / legacy)
         meta = {k: v for k, v in ckpt.items() if k not in ("state_dict", "vocab", "optimizer")}
         meta["n_params"] = model_from_checkpoint(ckpt).num_parameters()
@@ -439,6 +501,7 @@ def load_bundle(
         raise FileNotFoundError(f"{missing_model(root)}; run `make train`")
     verify_bundle(root)
     model, vocab, meta, proposer = load_models(root, dtype)
+    reverse = None if is_legacy(root) else load_reverse(root, vocab, dtype)
     fp_path, sens_path = root / FINGERPRINTS_FILE, root / SENSITIVE_FILE
     fps = FingerprintIndex.load(fp_path) if fp_path.exists() else FingerprintIndex(np.zeros(0, np.uint64))
     sens = np.load(sens_path, allow_pickle=False) if sens_path.exists() else np.zeros(0, np.uint64)
@@ -464,6 +527,7 @@ def load_bundle(
         known,
         pairing,
         blocked,
+        reverse,
     )
 
 

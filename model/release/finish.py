@@ -28,7 +28,7 @@ from model.training.errors import UsageError
 from model.training.pack import DEVICE_FILE, PROPOSER_DIR, is_packed, unpack
 from model.training.pairs import load_data
 from model.training.presets import load_preset
-from model.training.run import load_proposer, run_checkpoint
+from model.training.run import REVERSE_DIR, load_proposer, run_checkpoint
 
 
 @dataclass(frozen=True)
@@ -76,11 +76,18 @@ def finish(
     train_pairs: list[tuple[str, str]],
     preset: dict[str, Any],
     proposer_path: Path | None = None,
+    reverse_path: Path | None = None,
 ) -> None:
     """Evaluate the run in ``out`` on ``folder``'s test set, export its bundle with the
     training pairs it was trained on (``train_pairs``: the training-set index and the known
-    lower lines), write the card and, with ``spec.ship``, install it."""
+    lower lines) and the lower_to_upper model of ``reverse_path`` (a run folder), write the
+    card and, with ``spec.ship``, install it."""
     model, vocab, meta = load_model(run_checkpoint(out))
+    reverse, reverse_meta = None, None
+    if reverse_path is not None:
+        reverse, reverse_vocab, reverse_meta = load_model(run_checkpoint(reverse_path))
+        if reverse_vocab.pieces != vocab.pieces:
+            raise UsageError(f"{reverse_path}: its vocabulary differs from the model's")
     proposer, proposer_meta = (None, None) if proposer_path is None else load_proposer(proposer_path, vocab)
     ev: dict[str, Any] = {}
     pairing = PairingTable.count(train_pairs)  # the search's pairing table, as the bundle will carry it
@@ -141,6 +148,8 @@ def finish(
         preset=spec.preset,
         proposer=proposer,
         proposer_meta=proposer_meta,
+        reverse=reverse,  # checked by export_bundle: a lower_to_upper encoder-decoder
+        reverse_meta=reverse_meta,
     )
     write_card(bundle, out, report, hardware=spec.hardware)
     shipped = install_bundle(bundle, default_model_dir()) if spec.ship else None
@@ -206,9 +215,10 @@ def finish_run(args: argparse.Namespace) -> Path:
         proposer = Path(args.proposer)
     elif not args.no_proposer and ((run / PROPOSER_DIR / "best.pt").is_file()):
         proposer = run / PROPOSER_DIR
+    reverse = run / REVERSE_DIR if (run / REVERSE_DIR / "best.pt").is_file() else None
     # the card names the machine the run trained on, recorded when it was packed
     spec = FinishSpec(preset_name, args.no_eval, args.eval_limit, hardware=info.get("hardware") or None)
-    finish(spec, run, folder, train.pairs, preset, proposer)
+    finish(spec, run, folder, train.pairs, preset, proposer, reverse)
     bundle = run / "bundle"
     size = sum(p.stat().st_size for p in bundle.iterdir() if p.is_file()) / 1e6
     print(f"bundle {bundle}: {size:.2f} MB" + (" (over the 40 MB budget!)" if size > 40 else ""))

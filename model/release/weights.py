@@ -10,6 +10,11 @@ Each model of a bundle is two files, as a Hugging Face model folder has them:
   The file's metadata carries ``format: pt`` and ``payload_sha256``: the sha256 of the tensors
   (``model.net.checkpoint.payload_digest`` of them by name), checked on load, so a damaged file
   is refused even in a bundle without SHA256SUMS.
+- A model may leave out tensors that another model of the bundle holds: the lower_to_upper
+  model (下联求上联) is trained with the upper_to_lower model's character embeddings frozen
+  (``TrainConfig.freeze_embeddings``), so its ``embed.weight`` is that model's, and its
+  configuration's ``shared_weights`` says so ({key: the weights file holding it}); the digest
+  covers the tensors the file itself stores.
 - ``<config>.json``: the ``ModelConfig`` fields at the top (``kind``, ``vocab_size``,
   ``d_model`` ...), ``architectures``, ``torch_dtype``, ``tied_weights`` ({left-out key: the key
   stored}), ``vocab_file`` and ``vocab_sha256`` (the sentencepiece model beside it, which the
@@ -63,7 +68,12 @@ def vocab_sha256(vocab: Vocab) -> str:
 
 
 def model_config_json(
-    model: CoupletModel, vocab: Vocab, vocab_file: str, weights_file: str, training: dict[str, Any]
+    model: CoupletModel,
+    vocab: Vocab,
+    vocab_file: str,
+    weights_file: str,
+    training: dict[str, Any],
+    shared: dict[str, str] | None = None,
 ) -> dict[str, Any]:
     """What ``<config>.json`` holds for ``model`` (see the module's docstring)."""
     return {
@@ -72,6 +82,7 @@ def model_config_json(
         **model.cfg.to_dict(),
         "torch_dtype": "float16",
         "tied_weights": tied_aliases(model.state_dict()),
+        **({"shared_weights": dict(shared)} if shared else {}),
         "weights_file": weights_file,
         "weights_format": FORMAT,
         "vocab_file": vocab_file,
@@ -87,20 +98,24 @@ def save_model_files(
     config: Path,
     vocab_file: str,
     training: dict[str, Any],
+    shared: dict[str, str] | None = None,
 ) -> None:
     """Write ``model``'s weights in fp16 to ``weights`` and its configuration to ``config``
-    (``vocab_file``: the sentencepiece file's name beside them, which the caller writes)."""
+    (``vocab_file``: the sentencepiece file's name beside them, which the caller writes;
+    ``shared``: {key: the weights file beside it that holds that tensor}, left out here)."""
     state = model.state_dict()
     aliases = tied_aliases(state)
     tensors = {
         k: (v.half() if v.is_floating_point() else v).detach().cpu().contiguous()
         for k, v in state.items()
-        if k not in aliases
+        if k not in aliases and k not in (shared or {})
     }
     save_file(tensors, weights, metadata={"format": "pt", DIGEST_KEY: _digest(tensors)})
     os.chmod(weights, 0o644)  # safetensors makes it 0600: a server running as another user must read it
     text = json.dumps(
-        model_config_json(model, vocab, vocab_file, weights.name, training), ensure_ascii=False, indent=1
+        model_config_json(model, vocab, vocab_file, weights.name, training, shared),
+        ensure_ascii=False,
+        indent=1,
     )
     config.write_text(text + "\n", encoding="utf-8")
 
@@ -159,15 +174,39 @@ def read_weights(path: Path) -> dict[str, torch.Tensor]:
     return tensors
 
 
+def shared_files(config: dict[str, Any], path: Path) -> set[str]:
+    """The weights files a configuration takes shared tensors from (``shared_weights``);
+    ValueError naming ``path`` when that entry is not a {key: file name} mapping."""
+    shared = config.get("shared_weights") or {}
+    if not isinstance(shared, dict) or not all(isinstance(v, str) and "/" not in v for v in shared.values()):
+        raise ValueError(f"{path}: shared_weights must map tensor names to weights files beside it")
+    return set(shared.values())
+
+
 def load_model_files(
-    weights: Path, config_path: Path, vocab: Vocab, dtype: torch.dtype = torch.float32
+    weights: Path,
+    config_path: Path,
+    vocab: Vocab,
+    dtype: torch.dtype = torch.float32,
+    shared: dict[str, dict[str, torch.Tensor]] | None = None,
 ) -> tuple[CoupletModel, dict[str, Any]]:
     """(the model in eval mode, its meta) from ``weights`` and ``config_path``, on ``vocab``
-    (ValueError when the configuration names another vocabulary, or the tensors do not fit it)."""
+    (ValueError when the configuration names another vocabulary, or the tensors do not fit it).
+    ``shared``: {weights file name: its tensors} for the tensors the configuration's
+    ``shared_weights`` takes from another model's file (read from beside ``weights`` when not
+    given)."""
     config = read_config(config_path)
     check_vocab(config, vocab, config_path)
     model = build_model(ModelConfig.from_dict(config))
-    tensors = read_weights(weights)
+    tensors = dict(read_weights(weights))
+    shared = dict(shared or {})
+    for name in shared_files(config, config_path):
+        if name not in shared:
+            shared[name] = read_weights(weights.parent / name)
+    for key, name in (config.get("shared_weights") or {}).items():
+        if key not in shared[name]:
+            raise ValueError(f"{config_path}: shares {key!r} with {name}, which has no such tensor")
+        tensors[key] = shared[name][key]
     own = tied_aliases(model.state_dict())
     if config.get("tied_weights", {}) != own:
         tied = config.get("tied_weights")

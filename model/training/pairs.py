@@ -98,7 +98,12 @@ def run_data_stage() -> None:
         )
 
 
-def load_data(folder: Path, max_len: int, batch_tokens: int) -> tuple[Vocab, PairData, PairData]:
+def load_data(
+    folder: Path, max_len: int, batch_tokens: int, reverse: bool = False
+) -> tuple[Vocab, PairData, PairData]:
+    """The vocabulary and the training and validation pairs of ``folder``; with ``reverse``
+    each pair's lines swap roles (the lower line is the source, the upper the target: a
+    ``lower_to_upper`` model's data), each line's characters in their own order."""
     needed = [data_file(folder, n) for n in ("spm.model", "train.tsv", "valid.tsv")]
     missing = [str(p) for p in needed if not p.is_file()]
     if missing:
@@ -107,8 +112,9 @@ def load_data(folder: Path, max_len: int, batch_tokens: int) -> tuple[Vocab, Pai
         vocab = Vocab.from_file(needed[0])
     except (RuntimeError, OSError) as e:  # sentencepiece's loader on a file that is not a model
         raise UsageError(f"{needed[0]}: not a sentencepiece model ({e}); run `make data` again") from e
-    train = PairData(read_tsv(needed[1]), vocab, max_len, batch_tokens)
-    valid = PairData(read_tsv(needed[2]), vocab, max_len, batch_tokens)
+    read = (lambda p: [(lo, u) for u, lo in read_tsv(p)]) if reverse else read_tsv
+    train = PairData(read(needed[1]), vocab, max_len, batch_tokens)
+    valid = PairData(read(needed[2]), vocab, max_len, batch_tokens)
     if not len(train) or not len(valid):
         raise UsageError(f"no usable pairs in {folder}/train.tsv or valid.tsv")
     return vocab, train, valid

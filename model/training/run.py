@@ -58,6 +58,7 @@ class TrainSpec:
     no_proposer: bool = False
     init_from: Path | None = None
     teacher: Path | None = None
+    no_reverse: bool = False
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> TrainSpec:
@@ -74,6 +75,7 @@ class Trained:
     train: PairData
     preset: dict[str, Any]
     proposer_path: Path | None
+    reverse_path: Path | None = None  # the lower_to_upper model's run folder, when one was trained
 
 
 # ---- validation hook -----------------------------------------------------------------
@@ -212,6 +214,47 @@ def train_proposer(spec: TrainSpec, d: Dist, preset: dict[str, Any], out: Path) 
     return sub.out
 
 
+REVERSE_DIR = "reverse"  # the lower_to_upper model's run, inside the model's run folder
+
+
+def reverse_overrides(preset: dict[str, Any]) -> list[str]:
+    """The ``--set`` options of a preset's lower_to_upper run: its ``reverse`` section's training
+    options, the model's shape with the direction swapped, the embeddings frozen (shared)."""
+    section = preset.get("reverse")
+    if not isinstance(section, dict):
+        raise UsageError("the preset's 'reverse' section must be a mapping of training options")
+    base = ['model.direction="lower_to_upper"', "freeze_embeddings=true"]
+    return base + [f"{k}={json.dumps(v)}" for k, v in section.items()]
+
+
+def train_reverse(spec: TrainSpec, d: Dist, preset: dict[str, Any], out: Path) -> Path | None:
+    """The lower_to_upper model (下联求上联) to bundle beside the model: when the preset has a
+    ``reverse`` section, the same pairs with the direction swapped, trained into
+    ``<out>/reverse`` from the model's best weights with its character embeddings frozen (the
+    bundle stores them once); resumes like any run. None without the section, with
+    ``--no-reverse``, for a model that is not an upper_to_lower encoder-decoder, or under DDP."""
+    model_opts = preset["model"]
+    if (
+        "reverse" not in preset
+        or spec.no_reverse
+        or model_opts.get("kind", "seq2seq") != "seq2seq"
+        or model_opts.get("direction", "upper_to_lower") != "upper_to_lower"
+    ):
+        return None
+    if d.world > 1:
+        if d.main:
+            print("reverse model: not trained under torchrun; run again without it to add it", flush=True)
+        return None
+    sub = replace(
+        spec, out=out / REVERSE_DIR, set=(*spec.set, *reverse_overrides(preset)), max_minutes=None,
+        max_steps=None, no_export=True, no_eval=True, skip_data=True, ship=False, proposer=None,
+        no_proposer=True, no_reverse=True, init_from=out, teacher=None,
+    )  # fmt: skip
+    print(f"reverse model: training the lower_to_upper direction into {sub.out}", flush=True)
+    train(sub, d)
+    return sub.out
+
+
 # ---- main ----------------------------------------------------------------------------
 
 
@@ -239,6 +282,11 @@ def parse_args(argv: list[str] | None) -> TrainSpec:
         help="bundle this encoder-only tagger (checkpoint or run folder) as the decoder's proposer",
     )
     p.add_argument("--no-proposer", action="store_true", help="do not train or bundle the preset's proposer")
+    p.add_argument(
+        "--no-reverse",
+        action="store_true",
+        help="do not train or bundle the preset's lower_to_upper model (下联求上联)",
+    )
     p.add_argument(
         "--init-from",
         type=Path,
@@ -287,7 +335,8 @@ def train(args: TrainSpec, d: Dist) -> Trained | None:
     proposer_path = train_proposer(args, d, preset, out)
     mcfg_opts = {k: v for k, v in preset["model"].items()}
     max_len = int(mcfg_opts.get("max_len", ModelConfig.max_len))
-    vocab, train_data, valid = load_data(folder, max_len, tc.batch_tokens)
+    reverse = mcfg_opts.get("direction") == "lower_to_upper"
+    vocab, train_data, valid = load_data(folder, max_len, tc.batch_tokens, reverse)
     if proposer_path is not None:
         load_proposer(proposer_path, vocab)  # refuse a wrong one now, not after hours of training
     try:
@@ -339,7 +388,8 @@ def train(args: TrainSpec, d: Dist) -> Trained | None:
         plot(out)
     if state.stop_reason == "interrupted":  # saved: the chain stops here (a proposer's too)
         raise KeyboardInterrupt
+    reverse_path = train_reverse(args, d, preset, out)
     if d.world > 1:
         torch.save(model.state_dict(), out / f"final-rank{d.rank}.pt")
         return None
-    return Trained(out, folder, train_data, preset, proposer_path)
+    return Trained(out, folder, train_data, preset, proposer_path, reverse_path)

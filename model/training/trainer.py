@@ -65,6 +65,9 @@ class TrainConfig:
     amp: str = "auto"  # bf16 autocast: "bf16", "off", or "auto" (on where bf16 matmuls are fast)
     threads: int = 0  # torch threads on CPU; 0: leave as is
     log_every: int = 50
+    # keep the character embeddings (and the output layer tied to them) as initialised: the
+    # lower_to_upper model shares the upper_to_lower model's table in a bundle (--init-from)
+    freeze_embeddings: bool = False
 
     def __post_init__(self) -> None:
         check_field_types(self)
@@ -247,10 +250,9 @@ def lr_factor(cfg: TrainConfig, step: int, progress: float) -> float:
 
 
 def make_optimizer(model: nn.Module, cfg: TrainConfig) -> torch.optim.AdamW:
-    decay = [p for n, p in model.named_parameters() if p.dim() >= 2 and "embed" not in n and "pos" not in n]
-    rest = [
-        p for n, p in model.named_parameters() if not (p.dim() >= 2 and "embed" not in n and "pos" not in n)
-    ]
+    named = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
+    decay = [p for n, p in named if p.dim() >= 2 and "embed" not in n and "pos" not in n]
+    rest = [p for n, p in named if not (p.dim() >= 2 and "embed" not in n and "pos" not in n)]
     groups = [{"params": decay, "weight_decay": cfg.weight_decay}, {"params": rest, "weight_decay": 0.0}]
     # the fused kernel updates all parameters in one pass (CPU and CUDA); on the `cpu` preset
     # it measured within noise of the loop (1,449 against 1,444 pairs/s, EXPERIMENTS.md §14)
@@ -279,6 +281,10 @@ class Trainer:
         if self.dist.world > 1:
             ids = [device.index] if device.type == "cuda" else None
             self.model = nn.parallel.DistributedDataParallel(model, device_ids=ids)
+        if cfg.freeze_embeddings:
+            for name, p in self.raw.named_parameters():
+                if "embed" in name:
+                    p.requires_grad_(False)
         self.opt = make_optimizer(self.raw, cfg)
         self.state = TrainState()
         self.new_stretch: dict[str, tuple[Any, Any]] = {}  # schedule options a resume changed: (old, new)

@@ -47,6 +47,7 @@ async def alternatives(
             body.locks,
             body.required_first,
             body.required_chars,
+            body.direction,
             max_chars=settings.max_chars,
             max_asked=MAX_ALTERNATIVES,
         )

@@ -1,4 +1,4 @@
-"""POST /api/v1/generate: lower lines for an upper line."""
+"""POST /api/v1/generate: lower lines for an upper line (or upper lines for a lower line)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from contextlib import contextmanager
 from fastapi import APIRouter, HTTPException, Request, Response, status
 from starlette.concurrency import run_in_threadpool
 
-from duilian.inputs import InputError, make_query
+from duilian.inputs import InputError, given_line, make_query
 from duilian.service import with_banners
 from model.decoding.plan import ConstraintError
 from serve.banners import banner_table
@@ -63,8 +63,9 @@ async def generate(
     how long it took (``queue;dur=…, infer;dur=…`` in milliseconds), or ``cache;desc=hit``."""
     metrics: Metrics = request.app.state.metrics
     try:  # the command line reads its input through the same function
+        line, direction = given_line(body.upper, body.lower, body.direction)
         query = make_query(
-            body.upper,
+            line,
             body.n,
             body.tone_mode,
             body.locks,
@@ -72,6 +73,7 @@ async def generate(
             body.required_chars,
             body.fast,
             body.diverse,
+            direction,
             max_chars=settings.max_chars,
             max_asked=settings.max_candidates,
         )

@@ -45,15 +45,19 @@ from model.release.bundle import (
     PROPOSER_CONFIG,
     PROPOSER_FILE,
     PROPOSER_WEIGHTS,
+    REVERSE_CONFIG,
+    REVERSE_WEIGHTS,
     VOCAB_FILE,
     WEIGHTS_FILE,
     BundleError,
+    check_models,
     convert_bundle,
     export_bundle,
     file_sha256,
     install_bundle,
     is_legacy,
     load_bundle,
+    model_meta,
     read_manifest,
     verify_bundle,
     write_manifest,
@@ -252,11 +256,27 @@ def test_a_changed_payload_needs_a_new_sum_and_old_checkpoints_load_unverified(
     assert CHECKSUM_KEY not in load_model(path)[2]
 
 
+def reverse_of(model: CoupletTransformer, seed: int = 5) -> CoupletTransformer:
+    """A lower_to_upper model as `make train` trains one: the model's weights with its
+    embeddings kept and every other tensor moved."""
+    reverse = CoupletTransformer(model.cfg.with_(direction="lower_to_upper")).eval()
+    reverse.load_state_dict(model.state_dict())
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for name, p in reverse.named_parameters():
+            if "embed" not in name:
+                p.add_(0.05 * torch.randn(p.shape, generator=g))
+    return reverse
+
+
 def export_small(out: Path, vocab: Vocab, pairs: list[tuple[str, str]], **kw: Any) -> Path:
     from model.net.tagger import CoupletTagger
 
     cfg = ModelConfig(vocab_size=len(vocab), d_model=32, n_heads=4, n_enc_layers=1, d_ff=64, kind="tagger")
-    return export_bundle(out, make_model(vocab), vocab, train_pairs=pairs, proposer=CoupletTagger(cfg), **kw)
+    model = make_model(vocab)
+    return export_bundle(
+        out, model, vocab, train_pairs=pairs, proposer=CoupletTagger(cfg), reverse=reverse_of(model), **kw
+    )
 
 
 def test_bundle_manifest_lists_the_payload_and_refuses_a_damaged_file(tmp_path, vocab: Vocab, pairs) -> None:
@@ -273,7 +293,10 @@ def test_bundle_manifest_lists_the_payload_and_refuses_a_damaged_file(tmp_path, 
     assert verify_bundle(out)
     (out / MODEL_CARD).write_text("# a card written again", encoding="utf-8")  # documents are free
     load_bundle(out)
-    names = (WEIGHTS_FILE, CONFIG_FILE, VOCAB_FILE, PROPOSER_WEIGHTS, PROPOSER_CONFIG, FINGERPRINTS_FILE)
+    names = (
+        WEIGHTS_FILE, CONFIG_FILE, VOCAB_FILE, PROPOSER_WEIGHTS, PROPOSER_CONFIG, REVERSE_WEIGHTS,
+        FINGERPRINTS_FILE,
+    )  # fmt: skip
     for name in names:
         good = (out / name).read_bytes()
         middle = len(good) // 2
@@ -285,6 +308,48 @@ def test_bundle_manifest_lists_the_payload_and_refuses_a_damaged_file(tmp_path, 
     (out / KNOWN_FILE).unlink()
     with pytest.raises(BundleError, match=r"known_lowers\.txt\.xz: listed in SHA256SUMS but missing"):
         load_bundle(out)
+
+
+def test_the_reverse_model_shares_the_models_embeddings(tmp_path, vocab: Vocab, pairs) -> None:
+    model = make_model(vocab)
+    reverse = reverse_of(model)
+    out = export_bundle(
+        tmp_path / "b", model, vocab, train_pairs=pairs, reverse=reverse, reverse_meta={"step": 9}
+    )
+    stored = load_file(out / REVERSE_WEIGHTS)
+    assert "embed.weight" not in stored and "embed.weight" in load_file(out / WEIGHTS_FILE)
+    config = json.loads((out / REVERSE_CONFIG).read_text("utf-8"))
+    assert (
+        config["shared_weights"] == {"embed.weight": WEIGHTS_FILE} and config["direction"] == "lower_to_upper"
+    )
+    assert config["training"]["step"] == 9
+    # what it saves: the embedding table (vocabulary x width, fp16), about half a small model
+    table = model.embed.weight.numel() * 2
+    assert (out / WEIGHTS_FILE).stat().st_size - (out / REVERSE_WEIGHTS).stat().st_size > 0.9 * table
+    bundle = load_bundle(out)
+    assert bundle.reverse is not None and bundle.reverse.cfg.reverse
+    expect = {k: v.half().float() for k, v in reverse.state_dict().items()}
+    got = bundle.reverse.state_dict()
+    assert all(torch.equal(got[k], expect[k]) for k in expect)  # every tensor, the shared one too
+    assert bundle.reverse.embed.weight.data_ptr() != bundle.model.embed.weight.data_ptr()
+    assert model_meta(out, reverse=True)["step"] == 9
+    check_models(out)
+    assert load_bundle(export_small(tmp_path / "plain", vocab, pairs)).reverse is not None
+    assert export_bundle(tmp_path / "none", model, vocab, train_uppers=["x"]) and (
+        load_bundle(tmp_path / "none").reverse is None
+    )
+
+
+def test_a_reverse_model_that_cannot_share_is_refused(tmp_path, vocab: Vocab) -> None:
+    model = make_model(vocab)
+    other = reverse_of(model)
+    with torch.no_grad():
+        other.embed.weight.add_(0.1)  # trained without freeze_embeddings
+    with pytest.raises(ValueError, match=r"embed\.weight differs from the model's"):
+        export_bundle(tmp_path / "b", model, vocab, train_uppers=["x"], reverse=other)
+    with pytest.raises(ValueError, match="lower_to_upper"):
+        export_bundle(tmp_path / "c", model, vocab, train_uppers=["x"], reverse=make_model(vocab))
+    assert not (tmp_path / "b").exists() and not (tmp_path / "c").exists()
 
 
 def test_bundle_payload_must_be_listed_and_old_bundles_load_with_a_warning(
@@ -317,7 +382,7 @@ def test_the_manifest_command_writes_and_checks(tmp_path, vocab: Vocab, pairs) -
 
     assert command("--check", str(out)).returncode == 1
     wrote = command("--write-manifest", str(out))
-    assert wrote.returncode == 0 and "9 files" in wrote.stdout, wrote.stderr
+    assert wrote.returncode == 0 and "11 files" in wrote.stdout, wrote.stderr
     assert command("--check", str(out)).returncode == 0
     shutil.copy(out / WEIGHTS_FILE, out / PROPOSER_WEIGHTS)
     r = command("--check", str(out))
