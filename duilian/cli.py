@@ -28,7 +28,7 @@ from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any, TextIO
 
 from data.paths import default_model_dir, graph_cache_dir
-from duilian.inputs import MAX_ASKED, MAX_CHARS, TONE_MODES, InputError, Query, make_query
+from duilian.inputs import FORWARD, MAX_ASKED, MAX_CHARS, REVERSE, TONE_MODES, InputError, Query, make_query
 
 if TYPE_CHECKING:
     from duilian.service import Answer, LoadedModel
@@ -113,7 +113,9 @@ def parser() -> argparse.ArgumentParser:
         "  duilian generate 春风得意马蹄疾\n"
         "  duilian generate 春风得意马蹄疾 --locks __秋____\n"
         "  duilian generate 春风得意马蹄疾 --head 秋 --embed 月\n"
-        "  printf '春风得意\\n山高水长\\n' | duilian generate --json\n\n" + LEGEND,
+        "  printf '春风得意\\n山高水长\\n' | duilian generate --json\n"
+        "  duilian generate --reverse 家和万事兴        (下联求上联 / upper lines for a lower line)\n\n"
+        + LEGEND,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     gen.add_argument(
@@ -162,6 +164,13 @@ def parser() -> argparse.ArgumentParser:
         "--fast",
         action="store_true",
         help="快速模式 / the fast mode: the model's one-pass proposer suggests, the full model rescores",
+    )
+    gen.add_argument(
+        "-r",
+        "--reverse",
+        action="store_true",
+        help="下联求上联：给的是下联，对出上联 / the lines given are lower lines: write upper lines for "
+        "them (the bundle's second model; the upper lines end 仄 where the lower end 平)",
     )
     gen.add_argument(
         "--diverse",
@@ -216,6 +225,7 @@ def query(args: argparse.Namespace, upper: str) -> Query:
         args.required_chars,
         args.fast,
         args.diverse,
+        REVERSE if args.reverse else FORWARD,
     )
 
 
@@ -249,7 +259,10 @@ def ask(server: str, q: Query, timeout: float = 300) -> dict[str, Any]:
     import urllib.request
 
     url = server.rstrip("/") + "/api/v1/generate"
-    body = json.dumps(dataclasses.asdict(q), ensure_ascii=False).encode()
+    fields = dataclasses.asdict(q)
+    if q.reverse:  # the request names the line it gives
+        fields["lower"] = fields.pop("upper")
+    body = json.dumps(fields, ensure_ascii=False).encode()
     request = urllib.request.Request(url, body, {"Content-Type": "application/json"}, method="POST")
     try:
         with urllib.request.urlopen(request, timeout=timeout) as response:
@@ -287,7 +300,11 @@ def as_answer(found: dict[str, Any]) -> Any:
         )
         for c in found["candidates"]
     ]
-    return SimpleNamespace(**{**found, "candidates": candidates})
+    given = {}
+    if found.get("direction") == REVERSE:  # the given line is the lower one: ``Answer``'s upper
+        given = {"upper": found["lower"], "upper_tones": found["lower_tones"]}
+        given["upper_ends_level"] = found.get("reads_reversed", False)
+    return SimpleNamespace(**{**found, **given, "candidates": candidates})
 
 
 def answer(model: LoadedModel, q: Query) -> Answer:
@@ -315,17 +332,20 @@ def _width(text: str) -> int:
 
 
 def plain(a: Answer) -> str:
-    """The answer for a person: the upper line and its tones, then each candidate."""
+    """The answer for a person: the given line and its tones, then each candidate."""
     tones = "".join(t or "　" for t in a.upper_tones)
-    out = [f"上联  {a.upper}", f"      {tones}"]
+    reverse = getattr(a, "direction", FORWARD) == REVERSE
+    out = [f"{'下联' if reverse else '上联'}  {a.upper}", f"      {tones}"]
     if a.in_training_set:
         out.append("      （训练集中的上联 / an upper line of the training set）")
     if a.known_lower_lines:
         out.append(f"      已知下联 / known lower lines: {'，'.join(a.known_lower_lines)}")
     if a.unknown_chars:
         out.append(f"      模型不认识的字 / characters the model does not know: {''.join(a.unknown_chars)}")
-    if a.upper_ends_level:
-        out.append("      上联以平声收尾，可能是下联 / it ends 平: probably a lower line")
+    if a.upper_ends_level and reverse:
+        out.append("      下联以仄声收尾，可能是上联 / it ends 仄: probably an upper line (drop --reverse)")
+    elif a.upper_ends_level:
+        out.append("      上联以平声收尾，可能是下联 / it ends 平: probably a lower line (try --reverse)")
     if not a.candidates:
         out.append("      没有候选 / no candidate")
     pad = max(_width(c.text) for c in a.candidates) if a.candidates else 0

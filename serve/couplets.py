@@ -448,4 +448,5 @@ class CoupletService:
             "data_card": b.data_card,
             "eval": b.eval,
             "fast_mode": b.proposer is not None,
+            "reverse_model": b.reverse is not None,
         }

@@ -265,6 +265,9 @@ class ModelInfo(BaseModel):
     data_card: str
     eval: dict[str, Any] = Field(description="evaluation figures of the bundle (eval.json)")
     fast_mode: bool = Field(description="the bundle has a proposer, so `fast` requests are faster")
+    reverse_model: bool = Field(
+        False, description="the bundle has a lower_to_upper model: /generate takes `lower` (下联求上联)"
+    )
 
 
 class ReloadRequest(Request):

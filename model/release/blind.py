@@ -17,6 +17,10 @@ system is A on each row, the groups) to ``--key`` (default ``<out>.key.json``, b
 folder, not in it): hand a judge the folder, never the key. Each row's order is drawn at
 random (seeded), and so is the order of the rows.
 
+With ``--reverse`` (下联求上联) the lines given are lower lines and the systems write upper lines:
+``--lines`` is ``lower<TAB>reference upper[<TAB>group]``, a bundle decodes with its reverse
+model, and the sheet and its rubric name the lines so (column 下联, candidates 上联).
+
 ``unblind`` reads the filled sheet and the key and reports, per group and overall: wins,
 ties and losses, the first system's share of the decided pairs with a 95% Wilson interval
 and a two-sided sign-test p-value, and for each system the share of lines scored good (2),
@@ -64,6 +68,20 @@ Leave no row empty; save the sheet as TSV with the same columns.
 """
 
 
+def rubric(reverse: bool = False) -> str:
+    """The rubric; with ``reverse`` for a sheet of lower lines and candidate upper lines."""
+    if not reverse:
+        return RUBRIC
+    text = RUBRIC
+    for a, b in (("上联", "下联"), ("upper line", "lower line")):
+        text = b.join(part.replace(b, a) for part in text.split(a))
+    return text.replace("an lower line", "a lower line")
+
+
+def header(reverse: bool = False) -> tuple[str, ...]:
+    return (HEADER[0], "下联", *HEADER[2:]) if reverse else HEADER
+
+
 class BlindError(ValueError):
     """Bad input to the kit: the message says what and where."""
 
@@ -97,8 +115,9 @@ def read_lines(path: Path, group: str | None) -> list[Line]:
 Lowers = Callable[[list[Line]], list[str]]
 
 
-def system(spec: str) -> tuple[str, Lowers]:
-    """``NAME=SPEC`` -> (name, a function from the lines to this system's lower lines)."""
+def system(spec: str, reverse: bool = False) -> tuple[str, Lowers]:
+    """``NAME=SPEC`` -> (name, a function from the lines to this system's lines: lower lines, or
+    with ``reverse`` upper lines)."""
     name, _, what = spec.partition("=")
     if not name or not what:
         raise BlindError(f"--system {spec!r}: expected NAME=SPEC (a bundle or checkpoint, human, file:PATH)")
@@ -109,7 +128,7 @@ def system(spec: str) -> tuple[str, Lowers]:
     path = Path(what)
     if not path.exists():
         raise BlindError(f"--system {spec!r}: no bundle or checkpoint at {path}")
-    return name, lambda lines: decoded(path, lines)
+    return name, lambda lines: decoded(path, lines, reverse)
 
 
 def from_file(path: Path, lines: list[Line]) -> list[str]:
@@ -125,9 +144,17 @@ def from_file(path: Path, lines: list[Line]) -> list[str]:
     return [row[1] for row in rows]
 
 
-def decoded(path: Path, lines: list[Line]) -> list[str]:
-    """The top candidate of the model at ``path`` for every upper line, every rule on."""
-    model, vocab, proposer, pairing = load_any(path)
+def decoded(path: Path, lines: list[Line], reverse: bool = False) -> list[str]:
+    """The top candidate of the model at ``path`` for every upper line, every rule on; with
+    ``reverse``, of its lower_to_upper model (a bundle's reverse model, or a checkpoint of one)
+    for every lower line."""
+    try:
+        model, vocab, proposer, pairing = load_any(path, reverse)
+    except ValueError as e:
+        raise BlindError(str(e)) from e
+    if bool(getattr(model.cfg, "reverse", False)) != reverse:
+        want = "a lower_to_upper" if reverse else "an upper_to_lower"
+        raise BlindError(f"{path}: not {want} model (--reverse says which direction the sheet is)")
     decode = make_decoder(model.eval(), vocab, DecodeOptions(), False, proposer, pairing=pairing)
     return decode([line.upper for line in lines])
 
@@ -151,10 +178,10 @@ def make_sheet(
     return rows, key
 
 
-def write_tsv(path: Path, rows: list[list[str]]) -> None:
+def write_tsv(path: Path, rows: list[list[str]], reverse: bool = False) -> None:
     with path.open("w", encoding="utf-8", newline="") as fh:
         writer = csv.writer(fh, delimiter="\t", lineterminator="\n")
-        writer.writerow(HEADER)
+        writer.writerow(header(reverse))
         writer.writerows(rows)
 
 
@@ -172,8 +199,9 @@ def read_judged(sheet: Path, key: dict) -> list[Judged]:
             rows = list(csv.reader(fh, delimiter="\t"))
     except (OSError, UnicodeDecodeError) as e:
         raise BlindError(f"--sheet {sheet}: cannot be read ({e})") from e
-    if not rows or [c.strip() for c in rows[0][: len(HEADER)]] != list(HEADER):
-        raise BlindError(f"--sheet {sheet}: the first row must be the header {' '.join(HEADER)}")
+    want = header(key.get("direction") == "lower_to_upper")
+    if not rows or [c.strip() for c in rows[0][: len(want)]] != list(want):
+        raise BlindError(f"--sheet {sheet}: the first row must be the header {' '.join(want)}")
     by_id = {r["id"]: r for r in key["rows"]}
     names = key["systems"]
     judged, seen = [], set()
@@ -301,7 +329,7 @@ def cmd_sheet(args: argparse.Namespace) -> int:
         lines = lines[: args.limit]
     if len(args.system) != 2:
         raise BlindError("give exactly two --system NAME=SPEC")
-    systems = [system(spec) for spec in args.system]
+    systems = [system(spec, args.reverse) for spec in args.system]
     names = [name for name, _ in systems]
     if names[0] == names[1]:
         raise BlindError("the two systems need different names")
@@ -313,9 +341,11 @@ def cmd_sheet(args: argparse.Namespace) -> int:
         print(f"blind: lower lines of {name} for {len(lines)} upper lines ...", file=sys.stderr)
         lowers.append(lowers_of(lines))
     rows, key = make_sheet(lines, names, lowers, args.seed)
+    if args.reverse:
+        key["direction"] = "lower_to_upper"
     args.out.mkdir(parents=True, exist_ok=True)
-    write_tsv(args.out / "sheet.tsv", rows)
-    (args.out / "RUBRIC.md").write_text(RUBRIC, encoding="utf-8")
+    write_tsv(args.out / "sheet.tsv", rows, args.reverse)
+    (args.out / "RUBRIC.md").write_text(rubric(args.reverse), encoding="utf-8")
     key_path.parent.mkdir(parents=True, exist_ok=True)
     key_path.write_text(json.dumps(key, ensure_ascii=False, indent=1), encoding="utf-8")
     same = sum(a == b for a, b in zip(*lowers, strict=True))
@@ -356,6 +386,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     s.add_argument("--group", default=None, help="group label of lines that have none")
     s.add_argument("--limit", type=int, default=0, help="only the first N lines")
     s.add_argument("--seed", type=int, default=0)
+    s.add_argument(
+        "--reverse",
+        action="store_true",
+        help="下联求上联: --lines gives lower lines (and reference upper lines); bundles decode with their "
+        "reverse model; the sheet's column is 下联 and its candidates upper lines",
+    )
     u = sub.add_parser("unblind", help="the verdict of a filled-in sheet")
     u.add_argument("--sheet", type=Path, required=True)
     u.add_argument("--key", type=Path, required=True)

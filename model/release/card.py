@@ -257,6 +257,37 @@ def proposer_section(bundle: Path, run_dir: Path | None) -> list[str]:
     ]
 
 
+def reverse_section(bundle: Path, run_dir: Path | None) -> list[str]:
+    """The bundle's lower_to_upper model (下联求上联); ``run_dir``: its training run's folder."""
+    meta = model_meta(bundle, reverse=True)
+    if not meta:
+        return []
+    tr = training_summary(run_dir)
+    trained = (
+        f"- trained {tr['steps']:,} steps, {tr['minutes']:.1f} min, {tr.get('pairs_seen', 0):,} pairs "
+        f"seen; the bundled checkpoint: step {_count(meta.get('step'))}"
+        if tr.get("steps")
+        else f"- the bundled checkpoint: step {_count(meta.get('step'))} (no training log given)"
+    )
+    best = meta.get("best_valid")
+    ppl = f" (perplexity {math.exp(float(best)):.1f})" if isinstance(best, (int, float)) else ""
+    shown = "–" if best is None else best
+    return [
+        "## Reverse model (下联求上联)",
+        "",
+        "An encoder-decoder of the same shape that writes upper lines for a lower line: trained by the",
+        "same `make train` on the same pairs with the direction swapped (each line's characters in their",
+        "own order), starting from the model above with its character embeddings frozen, so the bundle",
+        "stores that table once (`reverse_config.json`'s `shared_weights`). The search keeps the same rules",
+        "mirrored: the upper line ends 仄 where the lower ends 平.",
+        "",
+        f"- parameters: {meta.get('n_params', 0):,} (the embedding table shared with the model)",
+        trained,
+        f"- best validation NLL per character (the validation pairs, swapped): {shown}{ppl}",
+        "",
+    ]
+
+
 def data_section(report: dict[str, Any]) -> list[str]:
     if not report:
         return ["The data stage's report was not available when this card was written."]
@@ -454,6 +485,7 @@ def render(
     bench: dict[str, Any],
     hardware: str = "not recorded",
     proposer_dir: Path | None = None,
+    reverse_dir: Path | None = None,
 ) -> str:
     ev = _read_json(bundle / "eval.json")
     meta = model_meta(bundle)
@@ -490,6 +522,7 @@ def render(
         f"- best validation NLL per character: {meta.get('best_valid', '–')}",
         "",
         *proposer_section(bundle, proposer_dir or (train_dir / "proposer" if train_dir else None)),
+        *reverse_section(bundle, reverse_dir or (train_dir / "reverse" if train_dir else None)),
         "## Data",
         "",
         *data_section(report),
@@ -540,6 +573,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument(
         "--proposer-dir", type=Path, help="the proposer's training run (default: <train-dir>/proposer)"
     )
+    p.add_argument(
+        "--reverse-dir", type=Path, help="the reverse model's training run (default: <train-dir>/reverse)"
+    )
     p.add_argument("--extra", type=Path, help="Markdown appended to the card (notes, limitations)")
     p.add_argument(
         "--header-only",
@@ -558,7 +594,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.header_only:
         return rewrite_header(args.bundle)
     given = {"--train-dir": args.train_dir, "--report": args.report, "--bench": args.bench}
-    given |= {"--proposer-dir": args.proposer_dir, "--extra": args.extra}
+    given |= {"--proposer-dir": args.proposer_dir, "--extra": args.extra, "--reverse-dir": args.reverse_dir}
     missing = [f"{flag} {path}" for flag, path in given.items() if path is not None and not path.exists()]
     # the bundle's own record of its data first: `make data` may have moved on since it was trained
     kept = args.bundle / DATA_REPORT
@@ -573,6 +609,7 @@ def main(argv: list[str] | None = None) -> int:
             _read_json(args.bench),
             args.hardware,
             args.proposer_dir,
+            args.reverse_dir,
         )
         if args.extra is not None:
             card += "\n" + args.extra.read_text(encoding="utf-8")

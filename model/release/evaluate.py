@@ -288,11 +288,16 @@ def markdown(result: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def load_any(path: Path) -> tuple[Any, Vocab, Any, PairingTable | None]:
+def load_any(path: Path, reverse: bool = False) -> tuple[Any, Vocab, Any, PairingTable | None]:
     """A bundle folder or a checkpoint file -> (model, vocabulary, the bundle's proposer and
-    pairing table, or None for each)."""
+    pairing table, or None for each); ``reverse``: a bundle's lower_to_upper model instead, with
+    no proposer and its pairing table read the other way (ValueError when it has none)."""
     if path.is_dir():
         b = load_bundle(path)
+        if reverse:
+            if b.reverse is None:
+                raise ValueError(f"{path}: the bundle has no reverse model (reverse.safetensors)")
+            return b.reverse, b.vocab, None, None if b.pairing is None else b.pairing.swapped()
         return b.model, b.vocab, b.proposer, b.pairing
     model, vocab, _ = load_model(path)
     return model, vocab, None, None

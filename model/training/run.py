@@ -232,11 +232,13 @@ def train_reverse(spec: TrainSpec, d: Dist, preset: dict[str, Any], out: Path) -
     ``reverse`` section, the same pairs with the direction swapped, trained into
     ``<out>/reverse`` from the model's best weights with its character embeddings frozen (the
     bundle stores them once); resumes like any run. None without the section, with
-    ``--no-reverse``, for a model that is not an upper_to_lower encoder-decoder, or under DDP."""
+    ``--no-reverse`` or ``--no-export`` (no bundle to put it in), for a model that is not an
+    upper_to_lower encoder-decoder, or under DDP."""
     model_opts = preset["model"]
     if (
         "reverse" not in preset
         or spec.no_reverse
+        or spec.no_export
         or model_opts.get("kind", "seq2seq") != "seq2seq"
         or model_opts.get("direction", "upper_to_lower") != "upper_to_lower"
     ):
@@ -285,7 +287,8 @@ def parse_args(argv: list[str] | None) -> TrainSpec:
     p.add_argument(
         "--no-reverse",
         action="store_true",
-        help="do not train or bundle the preset's lower_to_upper model (下联求上联)",
+        help="do not train or bundle the preset's lower_to_upper model (下联求上联; with --no-export it "
+        "is not trained either)",
     )
     p.add_argument(
         "--init-from",

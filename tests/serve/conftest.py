@@ -61,6 +61,19 @@ def tiny_model(vocab: Vocab, seed: int) -> CoupletTransformer:
     return CoupletTransformer(cfg).eval()
 
 
+def reverse_of(model: CoupletTransformer, seed: int) -> CoupletTransformer:
+    """A lower_to_upper model beside ``model`` as `make train` makes one: its embeddings kept
+    (the bundle shares them), every other tensor moved."""
+    reverse = CoupletTransformer(model.cfg.with_(direction="lower_to_upper")).eval()
+    reverse.load_state_dict(model.state_dict())
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for name, p in reverse.named_parameters():
+            if "embed" not in name:
+                p.add_(0.5 * torch.randn(p.shape, generator=g))
+    return reverse
+
+
 def tiny_tagger(vocab: Vocab, word: str) -> CoupletTagger:
     """An encoder-only proposer that, at every position, favours the characters of ``word``
     (logits 12, 11, ... for them, 0 for all others), whatever the upper line."""
@@ -110,10 +123,12 @@ def build_bundle(
     proposer_word: str | None = None,
     known: bool = False,
     blocked: bool = False,
+    reverse: bool = False,
 ) -> Path:
     model = tiny_model(vocab, seed)
     if bad_word:
         favour(model, vocab, bad_word)
+    other = reverse_of(model, seed) if reverse else None
     return export_bundle(
         out,
         model,
@@ -128,12 +143,16 @@ def build_bundle(
         version=version,
         proposer=tiny_tagger(vocab, proposer_word) if proposer_word else None,
         blocked=BlockedWords.from_words(sensitive, vocab.pieces) if blocked else None,
+        reverse=other,
     )
 
 
 @pytest.fixture(scope="session")
 def bundle_a(tmp_path_factory: pytest.TempPathFactory, vocab: Vocab) -> Path:
-    return build_bundle(tmp_path_factory.mktemp("models") / "a", vocab, seed=1, version="test-a")
+    """The test site's model, with a lower_to_upper model beside it (下联求上联)."""
+    return build_bundle(
+        tmp_path_factory.mktemp("models") / "a", vocab, seed=1, version="test-a", reverse=True
+    )
 
 
 @pytest.fixture(scope="session")

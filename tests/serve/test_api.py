@@ -383,3 +383,72 @@ def test_serve_refuses_a_bundle_that_differs_from_its_sums(
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and f"bundle/{damaged}: damaged or replaced" in lines[0], r.stderr
     assert lines[0].startswith("cannot load the model bundle:") and "Traceback" not in r.stderr
+
+
+def test_upper_lines_for_a_lower_line(client: TestClient) -> None:
+    """下联求上联: the lower line given as ``lower``; upper lines under the mirrored rules."""
+    lower = "明月照窗前"  # ends 平, as a lower line should
+    r = client.post("/api/v1/generate", json={"lower": lower, "n": 3})
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert body["direction"] == "lower_to_upper" and body["lower"] == lower and body["upper"] is None
+    assert body["lower_tones"] == [mark(t) for t in line_tones(lower)]
+    assert body["in_training_set"] is False and body["known_lower_lines"] == []
+    assert body["upper_ends_level"] is False and body["reads_reversed"] is False
+    assert 1 <= len(body["candidates"]) <= 3
+    for cand in body["candidates"]:
+        upper = cand["text"]
+        assert len(upper) == len(lower) and not set(upper) & set(lower)
+        assert cand["tones"][-1] == "仄"  # the written upper line ends oblique
+        expected = check(upper, lower)  # the pair as a couplet: (upper, lower)
+        assert cand["report"] == {**expected.as_dict(), "hard_ok": expected.hard_ok}
+    same = client.post("/api/v1/generate", json={"lower": lower, "n": 3, "direction": "lower_to_upper"})
+    assert [c["text"] for c in same.json()["candidates"]] == [c["text"] for c in body["candidates"]]
+    forward = client.post("/api/v1/generate", json={"upper": lower, "n": 3}).json()
+    assert forward["direction"] == "upper_to_lower" and forward["lower"] is None
+    assert forward["reads_reversed"] is True  # an upper line ending 平 reads like a lower line
+    assert client.get("/api/v1/model").json()["reverse_model"] is True
+    oblique = client.post("/api/v1/generate", json={"lower": "花开富贵"}).json()
+    assert oblique["reads_reversed"] is True and oblique["upper_ends_level"] is False
+
+
+def test_the_direction_and_its_line_must_agree(client: TestClient) -> None:
+    cases = [
+        ({"upper": "明月", "lower": "清风"}, "不给下联"),
+        ({"upper": "明月", "direction": "lower_to_upper"}, "只给下联"),
+        ({"direction": "upper_to_lower"}, "请给出上联"),
+        ({}, "请给出上联"),
+    ]
+    for body, message in cases:
+        r = client.post("/api/v1/generate", json=body)
+        assert r.status_code == 422, (body, r.text)
+        assert message in r.text and any(c.isascii() and c.isalpha() for c in r.json()["detail"])
+    r = client.post("/api/v1/generate", json={"lower": "明月", "direction": "sideways"})
+    assert r.status_code == 422
+    r = client.post("/api/v1/generate", json={"lower": "明月", "required_chars": "明"})
+    assert r.status_code == 422 and "下联" in r.text and "上联中出现" not in r.text
+
+
+def test_a_bundle_without_a_reverse_model_says_so(tmp_path: Path, settings: Settings, vocab: Vocab) -> None:
+    bundle = build_bundle(tmp_path / "m", vocab, seed=4, version="test-no-reverse")
+    app = create_app(settings.model_copy(update={"model_dir": bundle}))
+    with TestClient(app) as c:
+        assert c.get("/api/v1/model").json()["reverse_model"] is False
+        r = c.post("/api/v1/generate", json={"lower": "明月照窗前"})
+        assert r.status_code == 422 and "没有下联求上联" in r.text and "no upper lines" in r.text
+        assert c.post("/api/v1/generate", json={"upper": "明月照窗前"}).status_code == 200
+
+
+def test_alternatives_for_an_upper_line_written_for_a_lower_line(client: TestClient) -> None:
+    lower = "明月照窗前"
+    upper = client.post("/api/v1/generate", json={"lower": lower, "n": 1}).json()["candidates"][0]["text"]
+    body = {"upper": upper, "lower": lower, "position": 1, "direction": "lower_to_upper", "n": 4}
+    r = client.post("/api/v1/alternatives", json=body)
+    assert r.status_code == 200, r.text
+    answer = r.json()
+    assert answer["direction"] == "lower_to_upper" and answer["upper"] == upper and answer["lower"] == lower
+    assert answer["alternatives"]
+    for a in answer["alternatives"]:
+        assert a["text"][0] == upper[0] and a["text"][2:] == upper[2:] and a["char"] == a["text"][1]
+        assert a["tones"][-1] == "仄" and not set(a["text"]) & set(lower)
+        assert a["report"]["hard_ok"] is True

@@ -175,3 +175,44 @@ def test_interval_and_sign_test() -> None:
     assert wilson(0, 0) == (0.0, 1.0)
     assert sign_test(0, 10) == 2 / 1024 and sign_test(5, 10) == 1.0 and sign_test(0, 0) == 1.0
     assert p_value(sign_test(0, 20)) == "< 0.001" and p_value(0.0625) == "0.0625"
+
+
+def test_a_reverse_sheet_gives_lower_lines_and_asks_about_upper_lines(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--reverse (下联求上联): the lines given are lower lines, the candidates upper lines; the sheet,
+    its rubric and the verdict say so; a bundle decodes with its reverse model."""
+    from data.vocab import Vocab
+    from model.release.bundle import export_bundle
+    from tests.model.release.test_checkpoint_bundle import make_model, reverse_of
+
+    pairs = list(zip(UPPERS, HUMAN, strict=True))
+    vocab = Vocab.train(
+        [x for p in pairs for x in p] + ["天地人和，山水长清"], tmp_path / "spm", vocab_size=0
+    )
+    model = make_model(vocab)
+    bundle = export_bundle(tmp_path / "b", model, vocab, train_pairs=pairs, reverse=reverse_of(model))
+    plain = export_bundle(tmp_path / "p", model, vocab, train_pairs=pairs)
+    lines = tmp_path / "lower.tsv"
+    lines.write_text("".join(f"{lo}\t{u}\n" for u, lo in pairs), encoding="utf-8")  # lower, then upper
+    out = tmp_path / "sheet"
+    argv = ["sheet", "--reverse", "--lines", str(lines), "--out", str(out), "--seed", "1"]
+    assert main([*argv, "--system", f"model={bundle}", "--system", "human=human"]) == 0
+    rows = read_sheet(out / "sheet.tsv")
+    assert rows[0][:4] == ["id", "下联", "A", "B"]
+    for row in rows[1:]:
+        assert row[1] in HUMAN and {row[2], row[3]} & set(UPPERS)
+        written = row[3] if row[2] in UPPERS else row[2]  # the model's upper line
+        assert len(written) == len(row[1]) and not set(written) & set(row[1])
+    rubric_text = (out / "RUBRIC.md").read_text(encoding="utf-8")
+    assert "gives a lower line (下联) and two candidate upper lines (上联)" in rubric_text
+    key = tmp_path / "sheet.key.json"
+    assert json.loads(key.read_text(encoding="utf-8"))["direction"] == "lower_to_upper"
+    judge = {u: ("win", "2") for u in UPPERS}
+    for row in rows[1:]:
+        judge.update({line: ("lose", "0") for line in (row[2], row[3]) if line not in UPPERS})
+    assert main(["unblind", "--sheet", str(fill(out, judge)), "--key", str(key)]) == 0
+    assert "| all | 6 |" in capsys.readouterr().out
+    refused = ["sheet", "--reverse", "--lines", str(lines), "--out", str(tmp_path / "x")]
+    assert main([*refused, "--system", f"model={plain}", "--system", "human=human"]) == 2
+    assert "has no reverse model" in capsys.readouterr().err

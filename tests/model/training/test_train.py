@@ -87,6 +87,15 @@ def test_tiny_model_memorises_50_pairs_and_exports_a_bundle(
     assert "valid_bleu" in (tmp_path / "valid_log.csv").read_text()
     bundle = load_bundle(tmp_path / "bundle")
     assert bundle.in_training_data(pairs[3][0]) and not bundle.in_training_data("无此上联")
+    # the preset's reverse run: the same pairs swapped, from the model's weights, its embeddings kept
+    assert "reverse model: training the lower_to_upper direction" in printed
+    assert bundle.reverse is not None and bundle.reverse.cfg.direction == "lower_to_upper"
+    assert torch.equal(bundle.reverse.embed.weight, bundle.model.embed.weight)
+    reverse, _, meta = load_model(tmp_path / "reverse" / "best.pt")
+    assert meta["step"] <= 60 and reverse.cfg.reverse
+    moved = [k for k, v in reverse.state_dict().items() if not torch.equal(v, model.state_dict()[k])]
+    assert moved and not any("embed" in k for k in moved)
+    assert "## Reverse model (下联求上联)" in bundle.model_card
     assert bundle.eval["full"]["pairs"] == 20 and bundle.eval["full"]["bleu1"] > 50
     assert bundle.eval["full"]["perplexity"] < 2.0
     assert "| BLEU-1 |" in bundle.model_card and "## Goals" in bundle.model_card
