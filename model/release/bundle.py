@@ -575,6 +575,41 @@ def convert_bundle(root: str | os.PathLike[str]) -> list[str]:
     return written
 
 
+def add_reverse(root: str | os.PathLike[str], checkpoint: str | os.PathLike[str]) -> Path:
+    """Put the lower_to_upper model of ``checkpoint`` (a training checkpoint, e.g. a reverse run's
+    ``best.pt``) into the bundle ``root``, replacing its reverse model if it has one: the bundle's
+    files checked first, the reverse model checked against the bundle's model (the same
+    vocabulary, its embeddings the model's, ``check_reverse``), ``SHA256SUMS`` rewritten, the
+    folder swapped in with renames. Returns the reverse weights file."""
+    root = Path(root)
+    verify_bundle(root)
+    if is_legacy(root):
+        raise BundleError(f"{root}: an old bundle; convert it first (--convert)")
+    model, vocab, _, _ = load_models(root)
+    reverse, its_vocab, meta = load_model(Path(checkpoint))
+    if its_vocab.to_bytes() != vocab.to_bytes():
+        raise BundleError(f"{checkpoint}: its vocabulary differs from {root / VOCAB_FILE}")
+    check_reverse(model, reverse)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{root.name}.", dir=root.parent))
+    shutil.rmtree(tmp)
+    shutil.copytree(root, tmp)
+    try:
+        trained = {"step": meta.get("step", 0), "best_valid": meta.get("best_valid")}
+        shared = dict.fromkeys(SHARED_WITH_MAIN, WEIGHTS_FILE)
+        save_model_files(
+            reverse, vocab, tmp / REVERSE_WEIGHTS, tmp / REVERSE_CONFIG, VOCAB_FILE, trained, shared
+        )
+        write_manifest(tmp)
+        loaded = load_reverse(tmp, vocab)
+        if loaded is None or not torch.equal(loaded.embed.weight, model.embed.weight):
+            raise BundleError(f"{root}: the reverse model did not load back with the model's embeddings")
+        _swap(tmp, root)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return root / REVERSE_WEIGHTS
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(
         prog="python -m model.release.bundle",
@@ -590,11 +625,33 @@ def main(argv: list[str] | None = None) -> int:
         help="turn DIR's model.pt/proposer.pt into model.safetensors, config.json, spm.model "
         "(and proposer.safetensors, proposer_config.json), checked bit for bit, and rewrite SHA256SUMS",
     )
+    action.add_argument(
+        "--add-reverse",
+        type=Path,
+        metavar="DIR",
+        help="put the lower_to_upper model of --checkpoint into DIR (下联求上联; trained with DIR's model's "
+        "embeddings frozen) and rewrite SHA256SUMS",
+    )
+    p.add_argument(
+        "--checkpoint", type=Path, help="with --add-reverse: the reverse run's checkpoint (best.pt)"
+    )
     args = p.parse_args(argv)
-    root = args.write_manifest or args.check or args.convert
+    root = args.write_manifest or args.check or args.convert or args.add_reverse
     if not has_model(root):
         print(f"error: {missing_model(root)}", file=sys.stderr)
         return 2
+    if args.add_reverse:
+        if args.checkpoint is None:
+            print("error: --add-reverse needs --checkpoint (the reverse run's best.pt)", file=sys.stderr)
+            return 2
+        try:
+            weights = add_reverse(root, args.checkpoint)
+        except (BundleError, OSError, ValueError) as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 1
+        size = sum(f.stat().st_size for f in root.iterdir() if f.is_file()) / 1e6
+        print(f"wrote {weights} ({weights.stat().st_size / 1e6:.2f} MB); the bundle is {size:.2f} MB")
+        return 0
     if args.convert:
         try:
             written = convert_bundle(root)

@@ -517,3 +517,34 @@ def test_a_fingerprint_file_is_taken_as_it_is_when_sorted_and_sorted_when_not(tm
     unsorted = FingerprintIndex.load(tmp_path / "unsorted.npy")
     assert np.array_equal(unsorted.hashes, index.hashes) and all(unsorted.contains(x) for x in lines)
     assert not unsorted.contains("无此上联")
+
+
+def test_a_reverse_model_is_added_to_a_bundle_in_place(
+    tmp_path, vocab: Vocab, pairs, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--add-reverse``: a reverse run's checkpoint joins a bundle made without one (as the
+    shipped bundle got its reverse model); a checkpoint that cannot share is refused, the bundle
+    left as it was."""
+    from model.release.bundle import main as bundle_main
+
+    model = make_model(vocab)
+    out = export_bundle(tmp_path / "b", model, vocab, train_pairs=pairs)
+    reverse = reverse_of(model)
+    good = save(tmp_path / "rev.pt", reverse, vocab, step=12, best_valid=3.7)
+    assert bundle_main(["--add-reverse", str(out), "--checkpoint", str(good)]) == 0
+    assert "reverse.safetensors" in capsys.readouterr().out
+    bundle = load_bundle(out)
+    assert bundle.reverse is not None and verify_bundle(out)
+    assert all(
+        torch.equal(v.half().float(), bundle.reverse.state_dict()[k]) for k, v in reverse.state_dict().items()
+    )
+    assert model_meta(out, reverse=True)["step"] == 12
+    other = reverse_of(model, seed=6)
+    with torch.no_grad():
+        other.embed.weight.mul_(2)
+    bad = save(tmp_path / "bad.pt", other, vocab, step=1)
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    assert bundle_main(["--add-reverse", str(out), "--checkpoint", str(bad)]) == 1
+    assert "differs from the model's" in capsys.readouterr().err
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+    assert bundle_main(["--add-reverse", str(out)]) == 2
