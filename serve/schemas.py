@@ -49,16 +49,18 @@ class GenerateRequest(Request):
     locks: str | None = Field(
         None,
         max_length=200,
-        description="a pattern as long as the upper line: _ free, a character fixed there",
+        description="a pattern as long as the line given: _ free, a character fixed there in the line "
+        "written (the lower line; with `lower`, the upper line)",
     )
     required_first: str | None = Field(
         None,
         max_length=32,
-        description="藏头: the lower line's first character (after an opening quote or bracket, "
+        description="藏头: the written line's first character (the lower line's; with `lower`, the upper "
+        "line's; after an opening quote or bracket, "
         "which is mirrored)",
     )
     required_chars: str | None = Field(
-        None, max_length=32, description="嵌字: characters the lower line must contain"
+        None, max_length=32, description="嵌字: characters the written line must contain"
     )
     fast: bool = Field(
         False,
@@ -127,7 +129,9 @@ class GenerateResponse(BaseModel):
     )
     lower_tones: list[str] | None = None
     candidates: list[Candidate]
-    in_training_set: bool = Field(description="the upper line is a training upper line (fingerprint index)")
+    in_training_set: bool = Field(
+        description="the upper line is a training upper line (fingerprint index); false for a lower line given"
+    )
     known_lower_lines: list[str] = Field(
         description="its lower lines in the training pairs (the bundle's, or the corpus's when configured)"
     )
@@ -154,7 +158,8 @@ class AlternativesRequest(Request):
     lower: str = Field(
         ...,
         max_length=200,
-        description="a lower line (a candidate), as long as the upper line",
+        description="a lower line (a candidate; with direction lower_to_upper, the lower line given), as "
+        "long as the upper line",
         examples=["秋月生辉"],
     )
     position: int = Field(
@@ -182,7 +187,9 @@ class AlternativesRequest(Request):
 
 class Alternative(BaseModel):
     char: str = Field(description="the character for the position (at each place of its repeat group)")
-    text: str = Field(description="the whole lower line with it")
+    text: str = Field(
+        description="the whole written line with it (the lower line; in lower_to_upper, the upper)"
+    )
     rank_score: float = Field(
         description="the search's score of that line per character (the model's log-probability of the "
         "whole line over the whole vocabulary, the pairing table, the tagger's opinion and the tone "

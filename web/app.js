@@ -4,18 +4,60 @@
 const $ = (id) => document.getElementById(id);
 let shown = null; // the last answer of /api/v1/generate
 let asked = null; // the request that answer answered (its tone mode, 藏头, 嵌字 for the alternatives)
-let drawnScroll = null; // the 春联 on show: { lower, svg } (svg: the server's SVG text)
-// a character the server mirrors from the upper line (punctuation, symbols): no lock box
+let drawnScroll = null; // the 春联 on show: { written, upper, svg } (svg: the server's SVG text)
+let reverseModel = false; // the bundle writes upper lines for lower lines (GET /api/v1/model)
+// a character the server mirrors from the given line (punctuation, symbols): no lock box
 const PUNCTUATION = /[\p{P}\p{S}]/u;
 
-const RULES = [
-  ["length", "字数相等"],
-  ["punctuation", "标点相对"],
-  ["repeats", "叠字相对"],
-  ["no_reuse", "不重上联字"],
-  ["tone_end", "仄起平收"],
-  ["no_three_level_tail", "无三平尾"],
-];
+// The two directions: lower lines for an upper line (上联求下联), or upper lines for a lower
+// line (下联求上联). The line typed is the "given" line, the candidates are "written" lines.
+const FORWARD = "upper_to_lower";
+const REVERSE = "lower_to_upper";
+
+function sides(direction) {
+  return direction === REVERSE ? { given: "下联", written: "上联" } : { given: "上联", written: "下联" };
+}
+
+// The rule report's checks; no_reuse: the written line takes none of the given line's characters.
+function rules(direction) {
+  return [
+    ["length", "字数相等"],
+    ["punctuation", "标点相对"],
+    ["repeats", "叠字相对"],
+    ["no_reuse", `不重${sides(direction).given}字`],
+    ["tone_end", "仄起平收"],
+    ["no_three_level_tail", "无三平尾"],
+  ];
+}
+
+// The direction the form asks in (the radio buttons, shown when the bundle has a reverse model).
+function chosenDirection() {
+  return $("direction-reverse").checked ? REVERSE : FORWARD;
+}
+
+// The direction of the answer on show (a server without the field: forward).
+function shownDirection() {
+  return (shown && shown.direction) || FORWARD;
+}
+
+function givenLine(answer) {
+  return answer.direction === REVERSE ? answer.lower : answer.upper;
+}
+
+function givenTones(answer) {
+  return (answer.direction === REVERSE ? answer.lower_tones : answer.upper_tones) || [];
+}
+
+// A written line and the answer's given line as the couplet they make, upper line first: the
+// feedback, the 春联 and the alternatives take them so, in either direction.
+function couplet(written) {
+  return shownDirection() === REVERSE ? { upper: written, lower: shown.lower } : { upper: shown.upper, lower: written };
+}
+
+// The lock boxes belong to the form's direction; an answer of the other direction leaves them be.
+function locksFollowShown() {
+  return shown !== null && shownDirection() === chosenDirection();
+}
 
 function el(tag, className, text) {
   const node = document.createElement(tag);
@@ -80,12 +122,13 @@ function rovingFocus(line) {
   });
 }
 
-// A line as characters, each with its tone mark (平/仄/中) above it.
-function lineView(text, tones, onPick) {
+// A line as characters, each with its tone mark (平/仄/中) above it; ``name``: the side of a
+// pickable line (下联, or 上联 when written for a lower line).
+function lineView(text, tones, onPick, name = "下联") {
   const line = el("span", "line");
   if (onPick) {
     line.setAttribute("role", "group");
-    line.setAttribute("aria-label", `下联 ${text}（方向键选字，回车看可换的字）`);
+    line.setAttribute("aria-label", `${name} ${text}（方向键选字，回车看可换的字）`);
     rovingFocus(line);
   }
   [...text].forEach((ch, i) => {
@@ -94,7 +137,7 @@ function lineView(text, tones, onPick) {
       cell.type = "button";
       cell.tabIndex = i === 0 ? 0 : -1;
       cell.title = "换字或锁定";
-      cell.setAttribute("aria-label", `下联第 ${i + 1} 字「${ch}」：换字或锁定`);
+      cell.setAttribute("aria-label", `${name}第 ${i + 1} 字「${ch}」：换字或锁定`);
       cell.addEventListener("click", () => onPick(i, ch));
     }
     const tone = tones[i] || "";
@@ -109,8 +152,10 @@ function upperChars() {
   return [...$("upper").value.replace(/\s+/g, "")];
 }
 
+// One box per character of the given line, for the written line's character there.
 function rebuildLocks() {
   const chars = upperChars().slice(0, 100);
+  const { given, written } = sides(chosenDirection());
   const box = $("locks");
   const old = [...box.querySelectorAll("input")].map((input) => input.value);
   box.replaceChildren();
@@ -124,7 +169,7 @@ function rebuildLocks() {
     } else {
       input.value = old[i] && !PUNCTUATION.test(old[i]) ? old[i] : "";
     }
-    input.setAttribute("aria-label", `下联第 ${i + 1} 字（对上联「${ch}」）`);
+    input.setAttribute("aria-label", `${written}第 ${i + 1} 字（对${given}「${ch}」）`);
     cell.append(el("span", "lock-over", ch), input);
     box.append(cell);
   });
@@ -140,22 +185,24 @@ function lockPattern() {
 
 function lockAt(position, ch) {
   const input = $("locks").querySelectorAll("input")[position];
-  if (!input || input.disabled) return;
+  if (!input || input.disabled || !locksFollowShown()) return;
+  const { written } = sides(shownDirection());
   input.value = input.value === ch ? "" : ch;
-  announce(input.value ? `已锁定下联第 ${position + 1} 字「${ch}」` : `已解锁下联第 ${position + 1} 字`);
+  announce(input.value ? `已锁定${written}第 ${position + 1} 字「${ch}」` : `已解锁${written}第 ${position + 1} 字`);
 }
 
-// The lock pattern for the alternatives of ``lower``'s position: the boxes that agree with the
-// line (a box that disagrees is not this line's constraint), the clicked character's repeat
-// group left free.
-function locksFor(lower, position) {
-  const upper = [...shown.upper];
-  const chars = [...lower];
+// The lock pattern for the alternatives of the ``written`` line's position: the boxes that agree
+// with the line (a box that disagrees is not this line's constraint), the clicked character's
+// repeat group (the given line's repeats, which the written line mirrors) left free.
+function locksFor(written, position) {
+  if (!locksFollowShown()) return null;
+  const given = [...givenLine(shown)];
+  const chars = [...written];
   const boxes = [...$("locks").querySelectorAll("input")];
   if (boxes.length !== chars.length) return null;
   const values = boxes.map((input, i) => {
     const value = input.disabled ? "" : input.value.trim();
-    return value && value === chars[i] && upper[i] !== upper[position] ? value : "_";
+    return value && value === chars[i] && given[i] !== given[position] ? value : "_";
   });
   return values.some((v) => v !== "_") ? values.join("") : null;
 }
@@ -171,7 +218,7 @@ async function showAlternatives(item, candidate, position) {
   const box = el("div", "alternatives");
   box.setAttribute("role", "group");
   const ch = [...candidate.text][position];
-  box.setAttribute("aria-label", `下联第 ${position + 1} 字「${ch}」可换的字`);
+  box.setAttribute("aria-label", `${sides(shownDirection()).written}第 ${position + 1} 字「${ch}」可换的字`);
   const lock = el("button", "alt-lock", `锁定「${ch}」`);
   lock.type = "button";
   lock.addEventListener("click", () => {
@@ -190,7 +237,8 @@ async function showAlternatives(item, candidate, position) {
   box.append(el("span", "alt-title", `第 ${position + 1} 字可换：`), lock, close, status, list);
   item.querySelector(".line").after(box);
   lock.focus();
-  const body = { upper: shown.upper, lower: candidate.text, position, n: 8, tone_mode: asked.tone_mode };
+  // in 下联求上联 the candidate is the upper line, and ``position`` is in it
+  const body = { ...couplet(candidate.text), position, n: 8, tone_mode: asked.tone_mode, direction: shownDirection() };
   const locks = locksFor(candidate.text, position);
   if (locks) body.locks = locks;
   if (asked.required_first) body.required_first = asked.required_first;
@@ -235,7 +283,7 @@ function chooseAlternative(item, candidate, found, alt, own) {
     rank_score: candidate.rank_score + change,
     score: candidate.score + scoreChange,
   });
-  const boxes = $("locks").querySelectorAll("input");
+  const boxes = locksFollowShown() ? $("locks").querySelectorAll("input") : [];
   for (const p of found.positions) {
     const input = boxes[p];
     if (input && !input.disabled) input.value = alt.char;
@@ -244,12 +292,13 @@ function chooseAlternative(item, candidate, found, alt, own) {
   item.replaceWith(fresh);
   const cell = fresh.querySelectorAll("button.ch")[found.position];
   if (cell) cell.focus();
-  announce(`已把下联第 ${found.positions.map((p) => p + 1).join("、")} 字换成「${alt.char}」并锁定`);
+  const { written } = sides(shownDirection());
+  announce(`已把${written}第 ${found.positions.map((p) => p + 1).join("、")} 字换成「${alt.char}」并锁定`);
 }
 
 function reportView(report) {
   const list = el("ul", "report");
-  for (const [key, label] of RULES) {
+  for (const [key, label] of rules(shownDirection())) {
     const value = report[key];
     const state = value === true ? "ok" : value === false ? "bad" : "unknown";
     list.append(el("li", "rule " + state, (state === "ok" ? "✓ " : state === "bad" ? "✗ " : "? ") + label));
@@ -268,8 +317,7 @@ async function vote(item, candidate, value) {
   try {
     const saved = await api("/api/v1/feedback", {
       kind: "vote",
-      upper: shown.upper,
-      lower: candidate.text,
+      ...couplet(candidate.text), // the couplet upper line first, in either direction
       vote: value,
       model_version: shown.model_version,
     });
@@ -304,7 +352,8 @@ function bannersView(candidate) {
 
 function candidateView(candidate) {
   const item = el("li", "candidate");
-  item.append(lineView(candidate.text, candidate.tones, (i) => showAlternatives(item, candidate, i)));
+  const name = sides(shownDirection()).written;
+  item.append(lineView(candidate.text, candidate.tones, (i) => showAlternatives(item, candidate, i), name));
   const score = el("span", "score", `得分 ${candidate.rank_score.toFixed(2)}`);
   // The order's score (model, tagger and tone preferences together); the model's own in the tooltip.
   score.title = `排序得分（每字）；模型自身的对数概率 ${candidate.score.toFixed(2)}`;
@@ -332,9 +381,24 @@ function candidateView(candidate) {
   return item;
 }
 
+// The hint that the given line reads like the other side (an upper line ending 平, a lower line
+// ending 仄), with a button that asks again the other way round.
+function showReversed(answer) {
+  const reverse = answer.direction === REVERSE;
+  $("reversed-text").textContent = reverse
+    ? "这一句以仄声收尾，像是上联；下联通常以平声收尾。"
+    : "这一句以平声收尾，像是下联；上联通常以仄声收尾。";
+  const button = $("reversed-switch");
+  button.textContent = reverse ? "为它对下联 / Write lower lines for it" : "为它对上联 / Write upper lines for it";
+  button.hidden = !reverse && !reverseModel; // upper lines only from a bundle with a reverse model
+  $("reversed").hidden = !(answer.reads_reversed ?? answer.upper_ends_level);
+}
+
 function render(answer) {
   shown = answer;
-  $("upper-shown").replaceWith(Object.assign(lineView(answer.upper, answer.upper_tones), { id: "upper-shown" }));
+  const { given, written } = sides(shownDirection());
+  $("shown-label").textContent = given;
+  $("upper-shown").replaceWith(Object.assign(lineView(givenLine(answer), givenTones(answer)), { id: "upper-shown" }));
   const badge = $("badge");
   if (answer.in_training_set) {
     badge.textContent = answer.known_lower_lines.length
@@ -344,16 +408,20 @@ function render(answer) {
   } else {
     badge.hidden = true;
   }
-  $("reversed").hidden = !answer.upper_ends_level;
+  showReversed(answer);
   $("unknown").textContent = answer.unknown_chars.length ? `模型不认识这些字：${answer.unknown_chars.join("")}` : "";
   $("unknown").hidden = !answer.unknown_chars.length;
+  $("candidates-label").textContent = `${written}候选`;
   $("candidates").replaceChildren(...answer.candidates.map(candidateView));
+  $("none").textContent = `没有合适的${written}。`;
   $("none").hidden = answer.candidates.length > 0;
+  $("own-label").textContent = `我来对${written}`;
+  $("own-lower").placeholder = `写下你自己的${written}`;
   $("own-result").hidden = true;
   $("scroll-box").hidden = true; // the picture was of the last answer's couplet
   drawnScroll = null;
   $("result").hidden = false;
-  announce(answer.candidates.length ? `得到 ${answer.candidates.length} 条下联` : "没有合适的下联");
+  announce(answer.candidates.length ? `得到 ${answer.candidates.length} 条${written}` : `没有合适的${written}`);
 }
 
 async function ask(event) {
@@ -362,7 +430,10 @@ async function ask(event) {
   $("busy").hidden = false;
   $("go").disabled = true;
   try {
-    const body = { upper: $("upper").value, n: Number($("n").value), tone_mode: $("tone-mode").value };
+    const direction = chosenDirection();
+    const line = $("upper").value; // the given line: an upper line, or a lower line in 下联求上联
+    const body = direction === REVERSE ? { lower: line, direction } : { upper: line };
+    Object.assign(body, { n: Number($("n").value), tone_mode: $("tone-mode").value });
     const locks = lockPattern();
     if (locks) body.locks = locks;
     if ($("required-first").value.trim()) body.required_first = $("required-first").value;
@@ -386,9 +457,10 @@ async function ask(event) {
 
 // The 春联: the server draws it (GET /api/v1/scroll.svg, one drawing for the page and for
 // anyone embedding it); the page shows that SVG inline and makes the PNG from it.
-async function showScroll(lower) {
+async function showScroll(written) {
   if (!shown) return;
-  const upper = shown.upper;
+  const at = shown;
+  const { upper, lower } = couplet(written); // the upper line on the right strip, in either direction
   const params = new URLSearchParams({ upper, lower, order: $("banner-order").value });
   const banner = $("banner").value.trim();
   if (banner) params.set("banner", banner);
@@ -403,9 +475,9 @@ async function showScroll(lower) {
     if (root.localName !== "svg" || doc.querySelector("parsererror")) {
       throw new Error("春联图片无法读取 / The picture could not be read");
     }
-    if (!shown || shown.upper !== upper) return; // a newer answer came meanwhile
+    if (shown !== at) return; // a newer answer came meanwhile
     $("scroll").replaceChildren(document.importNode(root, true));
-    drawnScroll = { lower, svg };
+    drawnScroll = { written, upper, svg };
     $("download-status").textContent = "";
     announce("春联已画好");
   } catch (error) {
@@ -416,7 +488,7 @@ async function showScroll(lower) {
 }
 
 function redrawScroll() {
-  if (drawnScroll) showScroll(drawnScroll.lower);
+  if (drawnScroll) showScroll(drawnScroll.written);
 }
 
 function save(blob, name) {
@@ -489,7 +561,7 @@ async function pngOf(svg) {
 }
 
 function scrollName(ext) {
-  return `春联-${shown ? shown.upper.replace(/[\p{P}\p{S}\s]/gu, "") : "duilian"}.${ext}`;
+  return `春联-${drawnScroll ? drawnScroll.upper.replace(/[\p{P}\p{S}\s]/gu, "") : "duilian"}.${ext}`;
 }
 
 function downloadSvg() {
@@ -520,8 +592,9 @@ async function submitOwn(event) {
   if (!shown || button.disabled) return;
   button.disabled = true; // no second copy while the first is in flight
   try {
-    const saved = await api("/api/v1/feedback", { kind: "own", upper: shown.upper, lower: $("own-lower").value });
-    const broken = RULES.filter(([key]) => saved.report[key] === false).map(([, label]) => label);
+    // one's own line is the written side: the lower line, or the upper line in 下联求上联
+    const saved = await api("/api/v1/feedback", { kind: "own", ...couplet($("own-lower").value) });
+    const broken = rules(shownDirection()).filter(([key]) => saved.report[key] === false).map(([, label]) => label);
     result.textContent = `已收到（编号 ${saved.id}）。` + (broken.length ? `不合规则：${broken.join("、")}` : "合乎基本规则，谢谢！");
   } catch (error) {
     result.textContent = error.message;
@@ -531,8 +604,38 @@ async function submitOwn(event) {
   result.hidden = false;
 }
 
+// The form's labels follow the direction chosen; the lock boxes are for the written line, so a
+// new direction empties them.
+function directionChanged() {
+  const direction = chosenDirection();
+  const { given, written } = sides(direction);
+  $("given-label").textContent = given;
+  $("upper").placeholder = direction === REVERSE ? "例如：家和万事兴" : "例如：春风得意花千里";
+  $("go").textContent = `对${written}`;
+  $("locks-label").textContent = `锁定${written}的字（在格子里填字，留空不锁）`;
+  $("busy").textContent = `正在对${written}……`;
+  $("locks").querySelectorAll("input").forEach((input) => {
+    if (!input.disabled) input.value = "";
+  });
+  rebuildLocks();
+}
+
+// The hint's button: the line on show asked again the other way round.
+function switchDirection() {
+  if (!shown) return;
+  const to = shownDirection() === REVERSE ? FORWARD : REVERSE;
+  $("upper").value = givenLine(shown);
+  $(to === REVERSE ? "direction-reverse" : "direction-forward").checked = true;
+  directionChanged();
+  announce(to === REVERSE ? "已改为下联求上联" : "已改为上联求下联");
+  $("ask").requestSubmit();
+}
+
 document.addEventListener("DOMContentLoaded", () => {
   $("ask").addEventListener("submit", ask);
+  $("direction-forward").addEventListener("change", directionChanged);
+  $("direction-reverse").addEventListener("change", directionChanged);
+  $("reversed-switch").addEventListener("click", switchDirection);
   $("own").addEventListener("submit", submitOwn);
   $("upper").addEventListener("input", rebuildLocks);
   $("banner").addEventListener("change", redrawScroll);
@@ -543,6 +646,14 @@ document.addEventListener("DOMContentLoaded", () => {
     .then((info) => {
       $("model-version").textContent = `模型 ${info.version}`;
       $("fast-label").hidden = !info.fast_mode; // offered only when the model has a proposer
+      reverseModel = Boolean(info.reverse_model); // 下联求上联 offered only when the bundle can
+      $("direction").hidden = !reverseModel;
+      $("lead-reverse").hidden = !reverseModel;
+      if (!reverseModel && chosenDirection() === REVERSE) {
+        $("direction-forward").checked = true;
+        directionChanged();
+      }
+      if (shown) showReversed(shown); // an answer that came first: its switch button now
     })
     .catch(() => {});
 });

@@ -227,3 +227,22 @@ def test_the_command_asks_a_running_server_and_prints_what_it_would_print_itself
     assert refused.returncode == 2 and " / " in refused.stderr and refused.stdout == "", refused.stderr
     gone = run(script, "generate", "--server", f"http://127.0.0.1:{free_port()}", UPPERS[1], UPPERS[2])
     assert gone.returncode == 1 and "无法连接服务器" in gone.stderr and gone.stdout == ""
+
+
+def test_upper_lines_for_a_lower_line_as_the_site_gives_them(
+    script: Path, site: LiveServer, graphs: Path
+) -> None:
+    """--reverse (下联求上联): the shipped bundle's reverse model, the site's answer to the same
+    lower line, printed with the given line named 下联; through --server too."""
+    done = run(script, "generate", "--reverse", "家和万事兴", "--json", "-n", "3", graphs=graphs)
+    assert done.returncode == 0, done.stderr
+    got = json.loads(done.stdout)
+    assert got == site_answer(site, {"lower": "家和万事兴", "n": 3})
+    assert got["direction"] == "lower_to_upper" and got["lower"] == "家和万事兴"
+    assert len(got["candidates"]) == 3 and all(c["tones"][-1] == "仄" for c in got["candidates"])
+    here = run(script, "generate", "-r", "家和万事兴", "-n", "2", graphs=graphs)
+    there = run(script, "generate", "-r", "家和万事兴", "-n", "2", "--server", site.url)
+    assert here.returncode == there.returncode == 0, there.stderr
+    assert here.stdout == there.stdout and here.stdout.startswith("下联  家和万事兴\n")
+    hint = run(script, "generate", "家和万事兴", "-n", "1", graphs=graphs)
+    assert "it ends 平: probably a lower line (try --reverse)" in hint.stdout

@@ -244,7 +244,7 @@ def client(settings: Settings) -> Iterator[TestClient]:
 class LiveServer:
     """A real uvicorn server on a free loopback port, in a thread, stopped on exit."""
 
-    def __init__(self, app: FastAPI, start_timeout: float = 30.0) -> None:
+    def __init__(self, app: FastAPI, start_timeout: float = 120.0) -> None:
         """``start_timeout``: how long the app's start may take (it loads its model then)."""
         self.app, self.start_timeout = app, start_timeout
         self.port = free_port()

@@ -9,8 +9,10 @@ from typing import Any
 import pytest
 
 from data.paths import work_dir
+from data.vocab import Vocab
+from serve.main import create_app
 from serve.settings import Settings
-from tests.serve.conftest import PAIRS, LiveServer
+from tests.serve.conftest import PAIRS, LiveServer, build_bundle, wait_known
 
 CHROMIUM = Path("/usr/bin/chromium")
 ARGS = [
@@ -27,6 +29,20 @@ pytestmark = [
     pytest.mark.browser,
     pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Chromium at /usr/bin/chromium"),
 ]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def exported_graphs(bundle_a: Path, tmp_path_factory: pytest.TempPathFactory) -> None:
+    """The test site's server started once, patiently, before the tests' own: it exports its
+    models' graphs to the run's graph cache (tests/conftest.py), which bundle_a's two models
+    (upper_to_lower and lower_to_upper) take longer than LiveServer's 30 s to do on a busy
+    two-core machine; the tests' servers then find them there and start in a moment."""
+    store = tmp_path_factory.mktemp("warm") / "feedback.db"
+    warm = Settings(
+        model_dir=bundle_a, database_url=f"sqlite:///{store}", rate_limit_per_minute=0, decode_processes=0
+    )
+    with LiveServer(create_app(warm), start_timeout=600):
+        pass
 
 
 @pytest.fixture(autouse=True)
@@ -272,3 +288,185 @@ def test_click_a_character_see_its_alternatives_and_choose_one(live: LiveServer)
             assert refused == []
         finally:
             browser.close()
+
+
+# The left and right edges of the 春联's two strips as drawn, and the text of each.
+STRIPS = """() => Object.fromEntries([...document.querySelectorAll('#scroll svg g.strip')].map((g) => {
+  const r = g.querySelector('rect.paper').getBoundingClientRect();
+  return [g.dataset.line, { left: r.left, right: r.right, text: g.dataset.text }];
+}))"""
+
+
+def test_upper_lines_for_a_lower_line(live: LiveServer, settings: Settings) -> None:
+    """下联求上联 on the page: the direction chosen, the lower line typed and sent as ``lower``;
+    the candidates are upper lines (ending 仄), and everything that pairs a candidate with the
+    line (alternatives, locks, votes, one's own line, the 春联) puts the candidate first."""
+    from playwright.sync_api import expect, sync_playwright
+
+    lower = "明月照窗前"  # ends 平, as a lower line should
+    own = "白云生岭上"
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 900, "height": 1200})
+            refused = csp_violations(page)
+            page.goto(live.url + "/")
+            expect(page.locator("#direction")).to_be_visible()  # bundle_a has a reverse model
+            expect(page.locator("#direction-forward")).to_be_checked()
+            expect(page.locator("#given-label")).to_have_text("上联")
+            page.check("#direction-reverse")
+            expect(page.locator("#given-label")).to_have_text("下联")
+            expect(page.locator("#go")).to_have_text("对上联")
+            expect(page.locator("#upper")).to_have_attribute("placeholder", "例如：家和万事兴")
+            page.fill("#upper", lower)
+            locks = page.locator("#locks input")
+            expect(locks).to_have_count(len(lower))
+            expect(locks.nth(0)).to_have_attribute("aria-label", "上联第 1 字（对下联「明」）")
+
+            with page.expect_request(lambda r: r.url.endswith("/api/v1/generate")) as asked:
+                page.click("#go")
+            sent = asked.value.post_data_json
+            assert sent["lower"] == lower and sent["direction"] == "lower_to_upper" and "upper" not in sent
+            expect(page.locator("#upper-shown .char")).to_have_text(list(lower))
+            expect(page.locator("#shown-label")).to_have_text("下联")
+            expect(page.locator("#candidates-label")).to_have_text("上联候选")
+            candidates = page.locator("#candidates > li")
+            expect(candidates.first).to_be_visible()
+            expect(page.locator("#reversed")).to_be_hidden()  # a lower line ending 平 reads as one
+            expect(page.locator("#status")).to_contain_text("条上联")
+            expect(page.locator("#own-label")).to_have_text("我来对上联")
+            texts = []
+            for item in candidates.all():
+                text = "".join(item.locator(".line .char").all_text_contents())
+                marks = [m.strip() for m in item.locator(".line .mark").all_text_contents()]
+                assert len(text) == len(lower) and not set(text) & set(lower), text
+                assert marks[-1] == "仄", (text, marks)  # an upper line ends oblique
+                texts.append(text)
+            assert "上联" in (candidates.first.locator(".line").get_attribute("aria-label") or "")
+            expect(candidates.first.locator(".rule", has_text="不重下联字")).to_have_count(1)
+
+            # a character's alternatives: the candidate sent as the upper line, the position in it
+            second = candidates.nth(1) if len(texts) > 1 else candidates.first
+            written = texts[1] if len(texts) > 1 else texts[0]
+            with page.expect_request(lambda r: r.url.endswith("/api/v1/alternatives")) as alt_asked:
+                second.locator("button.ch").nth(1).click()
+            body = alt_asked.value.post_data_json
+            assert (body["upper"], body["lower"], body["position"]) == (written, lower, 1)
+            assert body["direction"] == "lower_to_upper"
+            panel = second.locator(".alternatives")
+            expect(panel.locator(".alt-choice").first).to_be_visible()
+            other = panel.locator(".alt:not(.own) .alt-choice").first
+            chosen = other.locator(".char").inner_text()
+            other.click()
+            written = written[0] + chosen + written[2:]
+            second = page.locator("#candidates > li").nth(1 if len(texts) > 1 else 0)
+            assert "".join(second.locator(".line .char").all_text_contents()) == written
+            expect(locks.nth(1)).to_have_value(chosen)  # the lock box of the upper line's place
+            expect(page.locator("#status")).to_contain_text(f"已把上联第 2 字换成「{chosen}」")
+            locks.nth(1).fill("")
+
+            # the vote: the couplet upper line first, the candidate as the upper line
+            first = candidates.first
+            with page.expect_request(lambda r: r.url.endswith("/api/v1/feedback")) as voted:
+                first.locator("button.vote.up").click()
+            vote = voted.value.post_data_json
+            assert (vote["kind"], vote["upper"], vote["lower"], vote["vote"]) == ("vote", texts[0], lower, 1)
+            expect(first.locator(".vote-status")).to_contain_text("已记录")
+
+            # the 春联: the candidate on the right strip (the upper line), the given line on the left
+            first.locator("button.to-scroll").click()
+            expect(page.locator("#scroll svg g.strip.upper")).to_have_attribute("data-text", texts[0])
+            strips = page.evaluate(STRIPS)
+            assert strips["upper"]["text"] == texts[0] and strips["lower"]["text"] == lower
+            assert strips["upper"]["left"] > strips["lower"]["right"]
+
+            # one's own upper line for the lower line
+            page.fill("#own-lower", own)
+            with page.expect_request(lambda r: r.url.endswith("/api/v1/feedback")) as sent_own:
+                page.click("#own button[type=submit]")
+            assert sent_own.value.post_data_json == {"kind": "own", "upper": own, "lower": lower}
+            expect(page.locator("#own-result")).to_contain_text("已收到")
+            assert refused == []
+            shot = work_dir() / "screenshots" / "page-reverse.png"
+            shot.parent.mkdir(parents=True, exist_ok=True)
+            page.screenshot(path=str(shot), full_page=True)
+        finally:
+            browser.close()
+
+    db = settings.database_url.removeprefix("sqlite:///")
+    with sqlite3.connect(db) as con:
+        stored = con.execute("SELECT kind, upper, lower, vote FROM feedback ORDER BY id").fetchall()
+    assert stored == [("vote", texts[0], lower, 1), ("own", own, lower, None)]
+
+
+def test_a_line_that_reads_like_the_other_side_offers_the_other_direction(live: LiveServer) -> None:
+    """明月照窗前 asked as an upper line ends 平: the hint says it reads like a lower line, and
+    its button asks for upper lines instead; 花开富贵 asked as a lower line ends 仄: the hint's
+    button asks for lower lines again."""
+    from playwright.sync_api import expect, sync_playwright
+
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 900, "height": 1100})
+            refused = csp_violations(page)
+            page.goto(live.url + "/")
+            expect(page.locator("#direction")).to_be_visible()
+            answer(page, "明月照窗前")
+            expect(page.locator("#reversed")).to_be_visible()
+            expect(page.locator("#reversed-text")).to_contain_text("像是下联")
+            switch = page.locator("#reversed-switch")
+            expect(switch).to_be_visible()
+            expect(switch).to_contain_text("为它对上联")
+
+            switch.click()
+            expect(page.locator("#direction-reverse")).to_be_checked()
+            expect(page.locator("#shown-label")).to_have_text("下联")  # the new answer is on show
+            expect(page.locator("#candidates-label")).to_have_text("上联候选")
+            expect(page.locator("#upper-shown .char")).to_have_text(list("明月照窗前"))
+            expect(page.locator("#candidates > li").first).to_be_visible()
+            expect(page.locator("#reversed")).to_be_hidden()
+            for item in page.locator("#candidates > li").all():
+                assert item.locator(".line .mark").last.inner_text().strip() == "仄"
+
+            # a lower line ending 仄 reads like an upper line: back the other way
+            answer(page, "花开富贵")
+            expect(page.locator("#reversed")).to_be_visible()
+            expect(page.locator("#reversed-text")).to_contain_text("像是上联")
+            expect(switch).to_contain_text("为它对下联")
+            switch.click()
+            expect(page.locator("#direction-forward")).to_be_checked()
+            expect(page.locator("#shown-label")).to_have_text("上联")
+            expect(page.locator("#candidates-label")).to_have_text("下联候选")
+            expect(page.locator("#go")).to_have_text("对下联")
+            expect(page.locator("#reversed")).to_be_hidden()
+            expect(page.locator("#candidates > li").first).to_be_visible()
+            assert refused == []
+        finally:
+            browser.close()
+
+
+def test_no_direction_choice_without_a_reverse_model(
+    tmp_path: Path, settings: Settings, vocab: Vocab
+) -> None:
+    """A bundle without a lower_to_upper model: no direction to choose, and the hint of a line
+    that reads like a lower line offers no switch."""
+    from playwright.sync_api import expect, sync_playwright
+
+    bundle = build_bundle(tmp_path / "x", vocab, seed=4, version="t")
+    app = create_app(settings.model_copy(update={"model_dir": bundle}))
+    with LiveServer(app, start_timeout=600) as server:  # a new model: its graphs exported first
+        wait_known(server.app)
+        with sync_playwright() as pw:
+            browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
+            try:
+                page = browser.new_page()
+                page.goto(server.url + "/")
+                expect(page.locator("#model-version")).to_contain_text("模型 t")  # /api/v1/model answered
+                expect(page.locator("#direction")).to_be_hidden()
+                expect(page.locator("#lead-reverse")).to_be_hidden()
+                answer(page, "明月照窗前")
+                expect(page.locator("#reversed")).to_be_visible()
+                expect(page.locator("#reversed-switch")).to_be_hidden()
+            finally:
+                browser.close()
