@@ -130,7 +130,7 @@ class GenerateResponse(BaseModel):
     lower_tones: list[str] | None = None
     candidates: list[Candidate]
     in_training_set: bool = Field(
-        description="the upper line is a training upper line (fingerprint index); false for a lower line given"
+        description="the upper line is a training upper line (fingerprint index); false for lower lines"
     )
     known_lower_lines: list[str] = Field(
         description="its lower lines in the training pairs (the bundle's, or the corpus's when configured)"
