@@ -34,6 +34,8 @@ from model.release.bundle import (
     KNOWN_FILE,
     PROPOSER_CONFIG,
     PROPOSER_WEIGHTS,
+    REVERSE_CONFIG,
+    REVERSE_WEIGHTS,
     VOCAB_FILE,
     WEIGHTS_FILE,
     has_model,
@@ -376,6 +378,7 @@ def how_to_use(bundle: Path, where: str = "models/default") -> list[str]:
     """The card's "How to use" section: the files, the command line, the REST call, Python;
     ``where``: the bundle's folder as the commands name it."""
     proposer = (bundle / PROPOSER_WEIGHTS).is_file()
+    reverse = (bundle / REVERSE_WEIGHTS).is_file()
     model_arg = "" if where == "models/default" else f" --model {where}"
     return [
         HOW_TO_USE,
@@ -392,6 +395,14 @@ def how_to_use(bundle: Path, where: str = "models/default") -> list[str]:
             if proposer
             else []
         ),
+        *(
+            [
+                f"- `{REVERSE_WEIGHTS}` and `{REVERSE_CONFIG}`: the reverse model (下联求上联: upper lines",
+                "  for a lower line), its embedding shared with the encoder-decoder's file;",
+            ]
+            if reverse
+            else []
+        ),
         f"- `{VOCAB_FILE}`: the sentencepiece vocabulary (one piece a character) the models read;",
         "- the tables the search and the site read (training-set fingerprints, known lower lines,",
         "  pairing scores, 横批, blocked words).",
@@ -403,6 +414,7 @@ def how_to_use(bundle: Path, where: str = "models/default") -> list[str]:
         "```console",
         f"$ duilian generate 春风得意马蹄疾 -n 3{model_arg}",
         f"$ duilian generate 春风得意马蹄疾 --locks __秋____ --json{model_arg}",
+        *([f"$ duilian generate --reverse 家和万事兴 -n 3{model_arg}"] if reverse else []),
         "```",
         "",
         f"REST API (`make serve`, or `python -m serve --model {where}`):",
