@@ -300,17 +300,9 @@ class LoadedModel:
             graph_cache=engine.graph_cache,
             blocked=blocked_words(bundle, extra_filter),
         )
-        self.reverse_decoder = None  # 下联求上联: the bundle's lower_to_upper model, when it has one
-        if bundle.reverse is not None:
-            self.reverse_decoder = Decoder(
-                bundle.reverse,
-                bundle.vocab,
-                int8=engine.int8,
-                runtime=engine.runtime,
-                pairing=None if bundle.pairing is None else bundle.pairing.swapped(),
-                graph_cache=engine.graph_cache,
-                blocked=self.decoder.blocked,
-            )
+        self.engine = engine
+        self._reverse: list[Decoder] = []  # 下联求上联: the reverse model's decoder, built on first use
+        self._reverse_lock = threading.Lock()
         bundled = bundle.sensitive_filter(allow_list()) if len(bundle.sensitive_hashes) else None
         self.filters = [f for f in (bundled, extra_filter) if f is not None]
         self._banners: list[BannerTable | None] = []  # the bundle's table, once loaded
@@ -331,19 +323,42 @@ class LoadedModel:
         model = cls(load_bundle(path, lazy=lazy), extra_filter, engine)
         if warm:
             model.answer_batch([Query("春风得意", 1)], 0)
+            if model.bundle.reverse is not None:
+                model.answer_batch([Query("家和万事兴", 1, direction=REVERSE)], 0)
         return model
 
     def decoder_for(self, direction: str) -> Decoder:
         """The decoder of a direction; ConstraintError when the bundle has no model for it."""
         if direction != REVERSE:
             return self.decoder
-        if self.reverse_decoder is None:
+        if self.bundle.reverse is None:
             raise ConstraintError(
                 "direction",
                 "此模型没有下联求上联的模型（模型包里没有 reverse.safetensors）",
                 "this model bundle writes no upper lines for lower lines (it has no reverse.safetensors)",
             )
-        return self.reverse_decoder
+        return self.reverse_decoder()
+
+    def reverse_decoder(self) -> Decoder:
+        """The reverse model's decoder (the bundle must have one), built on first use: the
+        command line answering upper lines neither exports nor loads it; a server builds it
+        when it warms up (``load(warm=True)``)."""
+        with self._reverse_lock:
+            if not self._reverse:
+                reverse, pairing = self.bundle.reverse, self.bundle.pairing
+                assert reverse is not None
+                self._reverse.append(
+                    Decoder(
+                        reverse,
+                        self.bundle.vocab,
+                        int8=self.engine.int8,
+                        runtime=self.engine.runtime,
+                        pairing=None if pairing is None else pairing.swapped(),
+                        graph_cache=self.engine.graph_cache,
+                        blocked=self.decoder.blocked,
+                    )
+                )
+            return self._reverse[0]
 
     def is_clean(self, text: str, upper: str | None = None) -> bool:
         """No listed word in ``text``; with the ``upper`` line it answers, a word that straddles
