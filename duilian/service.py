@@ -95,10 +95,15 @@ class Answer:
 
     def as_dict(self) -> dict[str, Any]:
         """The JSON form, field for field that of the REST API's answer (``hard_ok`` in each report):
-        the given line as ``upper`` (or ``lower`` in the reverse direction) with its tones."""
+        the given line as ``upper`` (or ``lower`` in the reverse direction) with its tones, the
+        other line's fields null."""
         given = "lower" if self.direction == REVERSE else "upper"
         return {
             "direction": self.direction,
+            "upper": None,
+            "upper_tones": None,
+            "lower": None,
+            "lower_tones": None,
             given: self.upper,
             f"{given}_tones": list(self.upper_tones),
             "candidates": [
