@@ -13,7 +13,8 @@ precision, the same in eager PyTorch (when the served runtime is another), its d
 search (the web page's default request), the fast mode
 (the tagger's one-pass proposals rescored by the encoder-decoder), and the encoder-decoder
 alone (eager fp32, every token scored). Without a bundled tagger, a random one of the ``tagger``
-preset's size stands in (same cost).
+preset's size stands in (same cost). When the bundle has a reverse model (下联求上联), its
+served decoder too (``reverse_``: upper lines for the test set's lower lines, no tagger).
 """
 
 from __future__ import annotations
@@ -43,11 +44,27 @@ PRESET = ROOT / "model" / "presets" / "cpu.json"
 TAGGER_PRESET = ROOT / "model" / "presets" / "tagger.json"
 
 
-def upper_lines() -> tuple[list[str], str]:
+def upper_lines(column: int = 0) -> tuple[list[str], str]:
+    """The test set's upper lines (``column`` 1: its lower lines), and the file's name."""
     test = corpus_dir() / "wb14123_test.tsv"
     path = test if test.is_file() else FIXTURE
-    lines = [row.split("\t")[0] for row in path.read_text(encoding="utf-8").splitlines() if row.strip()]
-    return lines, path.name
+    rows = [row.split("\t") for row in path.read_text(encoding="utf-8").splitlines() if row.strip()]
+    return [row[column] for row in rows], path.name
+
+
+def reverse_decoder() -> Decoder | None:
+    """The shipped bundle's reverse model as served (None without one)."""
+    from model.release.bundle import has_model, load_bundle
+
+    if not has_model(default_model_dir()):
+        return None
+    b = load_bundle(default_model_dir())
+    if b.reverse is None:
+        return None
+    pairing = None if b.pairing is None else b.pairing.swapped()
+    return Decoder(
+        b.reverse, b.vocab, SERVE_INT8, runtime=SERVE_RUNTIME, pairing=pairing, graph_cache=graph_cache_dir()
+    )
 
 
 def load_decoder() -> tuple[Decoder, str]:
@@ -149,6 +166,14 @@ def run(args: argparse.Namespace) -> dict[str, object]:
             figures[f"{name}latency_p99_ms"] = round(percentile(wall, 0.99), 2)
             figures[f"{name}latency_cpu_p50_ms"] = round(statistics.median(cpu), 2)
             figures[f"{name}latency_cpu_p99_ms"] = round(percentile(cpu, 0.99), 2)
+        reverse = reverse_decoder()
+        if reverse is not None:
+            lowers = upper_lines(column=1)[0][:n]
+            wall, cpu = latencies(reverse, lowers, normal)
+            figures["reverse_latency_p50_ms"] = round(statistics.median(wall), 2)
+            figures["reverse_latency_p99_ms"] = round(percentile(wall, 0.99), 2)
+            figures["reverse_latency_cpu_p50_ms"] = round(statistics.median(cpu), 2)
+            figures["reverse_latency_cpu_p99_ms"] = round(percentile(cpu, 0.99), 2)
         wall, cpu = latencies(served, spring[: 30 if quick else 200], first)
         figures["required_first_latency_cpu_p50_ms"] = round(statistics.median(cpu), 2)
         for name, (dec, options) in variants.items():
