@@ -326,6 +326,7 @@ def test_upper_lines_for_a_lower_line(live: LiveServer, settings: Settings) -> N
             with page.expect_request(lambda r: r.url.endswith("/api/v1/generate")) as asked:
                 page.click("#go")
             sent = asked.value.post_data_json
+            assert sent is not None
             assert sent["lower"] == lower and sent["direction"] == "lower_to_upper" and "upper" not in sent
             expect(page.locator("#upper-shown .char")).to_have_text(list(lower))
             expect(page.locator("#shown-label")).to_have_text("下联")
@@ -351,6 +352,7 @@ def test_upper_lines_for_a_lower_line(live: LiveServer, settings: Settings) -> N
             with page.expect_request(lambda r: r.url.endswith("/api/v1/alternatives")) as alt_asked:
                 second.locator("button.ch").nth(1).click()
             body = alt_asked.value.post_data_json
+            assert body is not None
             assert (body["upper"], body["lower"], body["position"]) == (written, lower, 1)
             assert body["direction"] == "lower_to_upper"
             panel = second.locator(".alternatives")
@@ -370,6 +372,7 @@ def test_upper_lines_for_a_lower_line(live: LiveServer, settings: Settings) -> N
             with page.expect_request(lambda r: r.url.endswith("/api/v1/feedback")) as voted:
                 first.locator("button.vote.up").click()
             vote = voted.value.post_data_json
+            assert vote is not None
             assert (vote["kind"], vote["upper"], vote["lower"], vote["vote"]) == ("vote", texts[0], lower, 1)
             expect(first.locator(".vote-status")).to_contain_text("已记录")
 
