@@ -567,7 +567,11 @@ _NUMBER = re.compile(
     r"^(?:[（(]?[一二三四五六七八九十百\d]{1,3}[）)、。．.]+|第[一二三四五六七八九十百\d]{1,3}[副联首条]?[：、，]?)"
     r"(?:[\u3400-\u9fff]{2,6}：)?"
 )
-_HENGPI = re.compile(r"[，。；]?[（(]?(?:横批|横额|横联)[：:]?[“「]?[\u3400-\u9fff]{2,8}[”」]?[）)]?[。]?$")
+_HENGPI = re.compile(
+    r"[，。；]?[（(]?(?:横批|横额|横联)[）)]?[：:]?[“「]?[\u3400-\u9fff]{2,8}[”」]?[）)]?[。；]?$"
+)  # 。横批：C / （横批：C） / ，（横批）C；
+# Halves split by 、 (a list's comma), maybe with a 横批 after a comma that names it not: A、B，C
+_DUN_PAIR = re.compile(r"([\u3400-\u9fff]{4,20})、([\u3400-\u9fff]{4,20})(?:，[\u3400-\u9fff]{2,8})?")
 
 
 def cued_line_pairs(text: str, used: list[tuple[int, int]]) -> Iterator[Pair]:
@@ -645,7 +649,10 @@ def _one_line(raw: str) -> tuple[Pair | None, bool]:
     plain = not (number or hengpi or body.count("；") == 1)
     if plain and not (_end_mark(_NOTE.sub("", raw).strip()) in ("。", "；") and body.count("，") == 1):
         return None, False
-    if number and body.count("。") == 1 and "；" not in body:
+    halves = dun_halves(body) if number else None
+    if halves:
+        pair = _as_pair(*halves, raw, "one_line")  # 1、年丰人寿、景泰春和；
+    elif number and body.count("。") == 1 and "；" not in body:
         upper, _, lower = body.partition("。")  # 7、遍地春光新岁月。一天元气会风云。
         pair = _as_pair(upper, lower, raw, "one_line")
     else:
@@ -653,6 +660,17 @@ def _one_line(raw: str) -> tuple[Pair | None, bool]:
     if pair and looks_like_couplet(pair.upper, pair.lower):
         return Pair(pair.upper, pair.lower, raw, "one_line"), plain
     return None, False
+
+
+def dun_halves(body: str) -> tuple[str, str] | None:
+    """The halves of a numbered line written ``A、B`` (a list's comma between them, where a
+    clause comma or ；would be), maybe with an unnamed 横批 after a comma (``A、B，C``):
+    two equal halves without other punctuation, the upper may end oblique and the lower
+    level, as couplets do, so that two words of a list (万象更新、春满人间) are no pair."""
+    m = _DUN_PAIR.fullmatch(body)
+    if not m or len(m[1]) != len(m[2]) or not (may_end_oblique(m[1]) and may_end_level(m[2])):
+        return None
+    return m[1], m[2]
 
 
 def looks_like_couplet(upper: str, lower: str) -> bool:

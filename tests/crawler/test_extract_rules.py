@@ -7,6 +7,7 @@ import pytest
 
 from crawler.extract import (
     cued_line_pairs,
+    dun_halves,
     example_pairs,
     may_end_level,
     may_end_oblique,
@@ -422,3 +423,39 @@ def test_a_page_that_writes_yi_as_the_formal_numeral_is_read_with_yi() -> None:
         ("和顺一门有百福", "平安二字值千金"),
     ]
     assert normalise_text("收到人民币壹佰元整") == "收到人民币壹佰元整"  # an amount keeps its 壹
+
+
+# --- rules round on pages 54-72 (hand-written examples) -------------------------------------
+
+
+def test_numbered_halves_split_by_a_list_comma() -> None:
+    """1、A、B； with the halves split by 、, maybe with a 横批 after a comma, named or not."""
+    text = (
+        "新春春联精选\n1、春回大地、福满人间；\n2、天增岁月人增寿、春满乾坤福满门，万象更新；\n"
+        "3、莺歌燕舞新春到、鸟语花香好景来，（横批）春意盎然；"
+    )
+    assert pairs(text) == [
+        ("春回大地", "福满人间", "one_line"),
+        ("天增岁月人增寿", "春满乾坤福满门", "one_line"),
+        ("莺歌燕舞新春到", "鸟语花香好景来", "one_line"),
+    ]
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        "万象更新、春满人间",  # two words of a list: the first ends level
+        "梅兰竹菊、春夏秋冬、东南西北",  # three items
+        "春风得意、马蹄疾",  # unequal
+        "春回大地，千山秀、福满人间，万户春",  # clauses inside the halves
+        "春回大地、福满人间，万象更新，五福临门",  # more than a 横批 after the pair
+    ],
+)
+def test_a_list_comma_split_needs_two_couplet_halves(body: str) -> None:
+    assert dun_halves(body) is None
+    assert pairs(f"春联\n1、{body}；\n2、{body}；\n3、{body}；") == []
+
+
+def test_dun_halves() -> None:
+    assert dun_halves("春回大地、福满人间") == ("春回大地", "福满人间")
+    assert dun_halves("天增岁月人增寿、春满乾坤福满门，万象更新") == ("天增岁月人增寿", "春满乾坤福满门")
