@@ -462,7 +462,10 @@ _LOWER_CUE = re.compile(
     rf"{_MODAL}[是为曰云道]?\s*(?:：|(?=[“「『]))"
     r"|(?<![不答相反正绝针核应])对\s*："
 )
+# Speech: 说：B. Not a couplet word, so a half after it is judged as bare lines are.
+_SPEECH_CUE = re.compile(r"(?:说|道)\s*(?:：|(?=[“「『]))")
 _HALF_END = re.compile(r"[。！？；\n”’」』]")
+_LABELS = ("下联", "下句", "对句")  # a lower named as such, not an answer in a story
 STORY_LINES = 8  # an upper line and its lower line at most this many lines apart
 
 
@@ -473,6 +476,7 @@ class _Half:
     text: str
     line: int
     cued: bool  # after a cue word (上联：, 对道：), not only after a line that ends in ：
+    speech: bool = False  # after 说：/道： only (a lower), judged by the bare-line test
 
 
 def story_halves(text: str) -> tuple[list[_Half], list[_Half]]:
@@ -487,7 +491,7 @@ def story_halves(text: str) -> tuple[list[_Half], list[_Half]]:
     def line_of(pos: int) -> int:
         return max(0, bisect_right(starts, pos) - 1)
 
-    def cued(cue: re.Pattern[str]) -> dict[int, _Half]:
+    def cued(cue: re.Pattern[str], speech: bool = False) -> dict[int, _Half]:
         halves: dict[int, _Half] = {}
         for m in cue.finditer(text):
             begin = m.end() + (m.end() < len(text) and text[m.end()] == "\n")
@@ -496,7 +500,7 @@ def story_halves(text: str) -> tuple[list[_Half], list[_Half]]:
             stop = _HALF_END.search(text, begin)
             end = stop.start() if stop else len(text)
             if end > begin:
-                halves[begin] = _Half(m.start(), end, text[begin:end], line_of(begin), True)
+                halves[begin] = _Half(m.start(), end, text[begin:end], line_of(begin), not speech, speech)
         return halves
 
     uppers, lowers = cued(_UPPER_CUE), cued(_LOWER_CUE)
@@ -507,14 +511,19 @@ def story_halves(text: str) -> tuple[list[_Half], list[_Half]]:
         half = _Half(starts[i], starts[i] + len(line), line, i, False)
         target = uppers if line.endswith("；") else lowers
         target.setdefault(starts[i], half)
+    for begin, half in cued(_SPEECH_CUE, speech=True).items():
+        lowers.setdefault(begin, half)  # 说：B, unless a cue word or a line ending in ： says more
     return sorted(uppers.values(), key=lambda h: h.start), sorted(lowers.values(), key=lambda h: h.start)
 
 
 def story_pairs(text: str, used: list[tuple[int, int]], topic: str = "unknown") -> Iterator[Pair]:
-    """An upper line and the first lower line after it (before the next upper line, at most
-    ``STORY_LINES`` lines on) that mirrors it: 出了个上联：A … narration … 对道：B.
-    Uncued halves on both sides need a page that is not about proverbs or poems and the
-    bare-line test (``looks_like_couplet``)."""
+    """An upper line and the lower lines after it (before the next upper line, at most
+    ``STORY_LINES`` lines on) that mirror it: 出了个上联：A … narration … 对道：B. The first
+    answer is judged by its cues; one upper answered in turn by several people (对道：B …
+    说：C … 对出：D) gives a pair for each later answer that passes the bare-line test
+    (``looks_like_couplet``) too, up to a lower named 下联 (another couplet's). Uncued
+    halves on both sides need a page that is not about proverbs or poems and the bare-line
+    test, and so does a lower after 说： only."""
     uppers, lowers = story_halves(text)
     taken: set[int] = set()
 
@@ -525,6 +534,7 @@ def story_pairs(text: str, used: list[tuple[int, int]], topic: str = "unknown") 
         if not free(up):
             continue
         limit = uppers[k + 1].start if k + 1 < len(uppers) else len(text)
+        answers: set[str] = set()
         for low in lowers:
             if low.start < up.end or low.start in taken or not free(low):
                 continue
@@ -532,12 +542,16 @@ def story_pairs(text: str, used: list[tuple[int, int]], topic: str = "unknown") 
                 break
             if not (up.cued or low.cued) and topic == "other":
                 break
+            if answers and text.startswith(_LABELS, low.start):
+                break  # 下联是B after an answer: another couplet's lower (…另一副是C，下联是D)
             pair = _story_pair(up, low, text)
-            if pair:
+            if pair and answers and not looks_like_couplet(pair.upper, pair.lower):
+                continue  # a later answer: the bare-line test too
+            if pair and pair.lower not in answers:
                 taken.add(low.start)
-                used += [(up.start, up.end), (low.start, low.end)]
+                used += [(low.start, low.end)] if answers else [(up.start, up.end), (low.start, low.end)]
+                answers.add(pair.lower)
                 yield pair
-                break
 
 
 def _story_pair(up: _Half, low: _Half, text: str) -> Pair | None:
@@ -548,7 +562,7 @@ def _story_pair(up: _Half, low: _Half, text: str) -> Pair | None:
     pair = _as_pair(upper, lower, snippet, "story")
     if pair is None or sum(map(is_han, upper)) < 4:
         return None
-    if not (up.cued or low.cued):
+    if not (up.cued or low.cued) or low.speech:
         return pair if looks_like_couplet(upper, lower) else None
     if not (up.cued and low.cued) and (_prose_like(upper) or _prose_like(lower)):
         return None

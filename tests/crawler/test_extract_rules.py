@@ -459,3 +459,35 @@ def test_a_list_comma_split_needs_two_couplet_halves(body: str) -> None:
 def test_dun_halves() -> None:
     assert dun_halves("春回大地、福满人间") == ("春回大地", "福满人间")
     assert dun_halves("天增岁月人增寿、春满乾坤福满门，万象更新") == ("天增岁月人增寿", "春满乾坤福满门")
+
+
+def test_one_upper_answered_in_turn_gives_a_pair_for_each_answer() -> None:
+    text = (
+        "老师出了个上联：春风吹绿千山柳。\n"
+        "大弟子想了想说：细雨润红万树花。老师点头称是。\n"
+        "二弟子随即对道：明月照临万户窗。\n"
+        "小弟子也说：我对不上来。"
+    )
+    assert pairs(text) == [
+        ("春风吹绿千山柳", "细雨润红万树花", "story"),
+        ("春风吹绿千山柳", "明月照临万户窗", "story"),
+    ]
+
+
+def test_an_answer_after_shuo_is_judged_as_bare_lines_are() -> None:
+    """说： is no couplet word: the half after it needs the bare-line test (here 春风 twice)."""
+    assert pairs("先生出了个上联：春风吹绿千山柳。学生说：春风吹到万家门。") == []
+    assert pairs("先生出了个上联：春风吹绿千山柳。学生对道：春风吹到万家门。") == [
+        ("春风吹绿千山柳", "春风吹到万家门", "story")
+    ]
+    assert pairs("先生出了个上联：春风吹绿千山柳。学生说：细雨润红万树花。") == [
+        ("春风吹绿千山柳", "细雨润红万树花", "story")
+    ]
+
+
+def test_a_lower_named_xialian_after_an_answer_is_another_couplets() -> None:
+    text = (
+        "例如这幅春联，上联是“春回大地千山秀”，下联可以是“日照神州万木荣”。"
+        "另一幅七字春联是“莺歌燕舞新春到”，下联可以是“鸟语花香好景来”。"
+    )
+    assert pairs(text) == [("春回大地千山秀", "日照神州万木荣", "story")]
