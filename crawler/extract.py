@@ -461,7 +461,10 @@ _LOWER_CUE = re.compile(
     r"(?:下联|对句|下句|对[道曰云上出]|对了?[个一]?[^，。：；！？“”\n]{0,4}?(?:下联|下句)|可对)"
     rf"{_MODAL}[是为曰云道]?\s*(?:：|(?=[“「『]))"
     r"|(?<![不答相反正绝针核应])对\s*："
+    r"|下联[^，。：；！？“”\n]{0,6}?(?:而出|说出|道出|念出)\s*(?:：|(?=[“「『]))"  # 下联脱口而出：
 )
+# A quote named as the upper line right after it: 说：“A。”上联一出口 / “A”，这个上联
+_UPPER_AFTER = re.compile(r"[“「『]([^“”「」『』\n]{4,40})[”」』][，,]?(?:这个|这副|这一|此)?上联")
 # Speech: 说：B. Not a couplet word, so a half after it is judged as bare lines are.
 _SPEECH_CUE = re.compile(r"(?:说|道)\s*(?:：|(?=[“「『]))")
 _HALF_END = re.compile(r"[。！？；\n”’」』]")
@@ -481,9 +484,9 @@ class _Half:
 
 def story_halves(text: str) -> tuple[list[_Half], list[_Half]]:
     """(uppers, lowers) of a story, in text order. A cued half is the clause after 上联：
-    or 对道： (on the cue's line or, when the cue ends its line, on the next), up to the end
-    of the sentence, a semicolon or a closing quote, so a label never runs on into the
-    narration. An uncued upper is a whole line of couplet text ending in ； after a line
+    or 对道： (on the cue's line or, when the cue ends its line, on the next), or in a
+    quote named 上联 right after it (“A。”上联一出), up to the end of the sentence, a
+    semicolon or a closing quote, so a label never runs on into the narration. An uncued upper is a whole line of couplet text ending in ； after a line
     ending in ：, an uncued lower a whole such line ending otherwise."""
     starts = _line_starts(text)
     lines = text.split("\n")
@@ -504,6 +507,10 @@ def story_halves(text: str) -> tuple[list[_Half], list[_Half]]:
         return halves
 
     uppers, lowers = cued(_UPPER_CUE), cued(_LOWER_CUE)
+    for m in _UPPER_AFTER.finditer(text):
+        stop = _HALF_END.search(text, m.start(1))
+        end = stop.start() if stop else m.end(1)
+        uppers.setdefault(m.start(1), _Half(m.start(), end, text[m.start(1) : end], line_of(m.start()), True))
     for i in range(1, len(lines)):
         line = lines[i]
         if not lines[i - 1].endswith("：") or not is_couplet_line(_clean_line(line)):

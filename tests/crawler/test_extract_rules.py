@@ -491,3 +491,16 @@ def test_a_lower_named_xialian_after_an_answer_is_another_couplets() -> None:
         "另一幅七字春联是“莺歌燕舞新春到”，下联可以是“鸟语花香好景来”。"
     )
     assert pairs(text) == [("春回大地千山秀", "日照神州万木荣", "story")]
+
+
+def test_a_quote_named_as_the_upper_after_it_and_a_lower_that_xialian_names() -> None:
+    text = (
+        "老先生指着窗外说：“春风吹绿千山柳。”上联一出，满座皆惊。\n"
+        "一个学生站起来，下联脱口而出：“细雨润红万树花。”老先生大喜。"
+    )
+    uppers, lowers = story_halves(normalise_text(text))
+    assert [h.text for h in uppers] == ["春风吹绿千山柳"]
+    assert "细雨润红万树花" in [h.text for h in lowers]
+    assert pairs(text) == [("春风吹绿千山柳", "细雨润红万树花", "story")]
+    # the quote is not named 上联: speech, not a couplet
+    assert pairs("老先生说：“春风吹绿千山柳。”众人都笑了。一个学生说：“细雨润红万树花。”") == []
