@@ -486,8 +486,9 @@ def story_halves(text: str) -> tuple[list[_Half], list[_Half]]:
     """(uppers, lowers) of a story, in text order. A cued half is the clause after 上联：
     or 对道： (on the cue's line or, when the cue ends its line, on the next), or in a
     quote named 上联 right after it (“A。”上联一出), up to the end of the sentence, a
-    semicolon or a closing quote, so a label never runs on into the narration. An uncued upper is a whole line of couplet text ending in ； after a line
-    ending in ：, an uncued lower a whole such line ending otherwise."""
+    semicolon or a closing quote, so a label never runs on into the narration. An uncued
+    upper is a whole line of couplet text ending in ； after a line ending in ：, an uncued
+    lower a whole such line ending otherwise; a lower after 说：/道： is marked ``speech``."""
     starts = _line_starts(text)
     lines = text.split("\n")
 
