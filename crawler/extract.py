@@ -86,7 +86,31 @@ def normalise_text(text: str) -> str:
         text = text.replace("壹", "一")
     text = _GAP.sub("\n", _PINYIN.sub("", text.translate(ZERO_WIDTH)))
     lines = (_normalizer(line) for line in text.split("\n"))
-    return "\n".join(line for line in lines if line)
+    return "\n".join(join_broken_quotes([line for line in lines if line]))
+
+
+_OPENING, _CLOSING = "“「『", "”」』"
+
+
+def _open_quote(line: str) -> bool:
+    """The line opens a quote that it does not close."""
+    return max(map(line.rfind, _OPENING)) > max(map(line.rfind, _CLOSING))
+
+
+def join_broken_quotes(lines: list[str]) -> list[str]:
+    """Rows of hard-wrapped text with a quote broken across them (…改成了：“门对千竿竹短，家藏万卷书
+    / 长。”员外听罢…) joined into one line: a row that opens a quote it does not close, and
+    the next row closes it before it opens another."""
+    joined: list[str] = []
+    for line in lines:
+        if joined and _open_quote(joined[-1]):
+            close = min((i for i in map(line.find, _CLOSING) if i >= 0), default=-1)
+            opening = min((i for i in map(line.find, _OPENING) if i >= 0), default=len(line))
+            if 0 <= close < opening:
+                joined[-1] += line
+                continue
+        joined.append(line)
+    return joined
 
 
 @dataclass(frozen=True)
@@ -269,15 +293,17 @@ def _quoted_pairs(text: str, used: list[tuple[int, int]]) -> Iterator[Pair]:
     or introduced as an example (如“A，B”) in a paragraph whose earlier text, or the line
     before, names one (then neither half may read as prose); each quote one pair at most."""
     pos = 0
-    previous = ""
+    before_line = previous = ""
     for line in text.split("\n"):
         start, pos = pos, pos + len(line) + 1
-        before_line, previous = previous, line
+        two_back, before_line, previous = before_line, previous, line
         if not (_CUE.search(line) or _CUE.search(before_line)):
             continue
         last_example = -1  # where the last quoted example ended: 如“A，B”；“C，D” are two examples
         for m in _QUOTED.finditer(line):
             around = _sentence_around(line, m.start(), m.end())
+            if not re.search(r"[。！？]", line[: m.start()]):
+                around = run_on(before_line, two_back) + around  # …解家的春联 / 又改为：“A，B。”
             follows = last_example >= 0 and bool(_BETWEEN_EXAMPLES.fullmatch(line[last_example : m.start()]))
             example = bool(_EXAMPLE.search(line[: m.start()]) or follows) and bool(
                 _CUE.search(line[: m.start()]) or _CUE.search(before_line)
@@ -296,6 +322,25 @@ def _quoted_pairs(text: str, used: list[tuple[int, int]]) -> Iterator[Pair]:
                 used.append(span)
                 last_example = m.end() if example else -1
                 yield Pair(pair.upper, pair.lower, pair.snippet, "quoted")
+
+
+WRAPPED_ROW = 20  # rows of prose at least this long that end mid-sentence are hard-wrapped
+
+
+def _cut(row: str) -> bool:
+    """A long row of prose that ends in the middle of a sentence (in a Han character or a
+    comma), not at a sentence end, a colon or a closing quote."""
+    return len(row) >= WRAPPED_ROW and (is_han(row[-1]) or row[-1] in "，、") and any(map(is_punct, row))
+
+
+def run_on(row: str, row_before: str) -> str:
+    """The unfinished sentence that a row of hard-wrapped prose ends with, which the next
+    row goes on with (…不料解家的春联 / 又改为：“A，B。”): the text after the row's last
+    sentence end, when the row and the row before it are both cut mid-sentence (``_cut``;
+    one such row alone may be a caption or a line that lacks its full stop); "" otherwise."""
+    if not (_cut(row) and _cut(row_before)):
+        return ""
+    return re.split(r"[。！？]", row)[-1]
 
 
 # 如：, 例如：, 比如： after a word naming a couplet on the same line (春联：新年专用之对联。如：A；B。)

@@ -9,11 +9,13 @@ from crawler.extract import (
     cued_line_pairs,
     dun_halves,
     example_pairs,
+    join_broken_quotes,
     may_end_level,
     may_end_oblique,
     normalise_text,
     one_line_pairs,
     prose_pairs,
+    run_on,
     story_halves,
     story_pairs,
     unpunctuated_couplets,
@@ -504,3 +506,38 @@ def test_a_quote_named_as_the_upper_after_it_and_a_lower_that_xialian_names() ->
     assert pairs(text) == [("春风吹绿千山柳", "细雨润红万树花", "story")]
     # the quote is not named 上联: speech, not a couplet
     assert pairs("老先生说：“春风吹绿千山柳。”众人都笑了。一个学生说：“细雨润红万树花。”") == []
+
+
+HARD_WRAPPED = (
+    "解缙自幼好学，出口成章，人称神童。这年春节，他在门上贴了一副\n"
+    "对联：“春回大地千山秀，日照神州\n"
+    "万木荣。”邻居看了，很不高兴，第二天一早，他家门上的春联\n"
+    "又改为：“海阔凭鱼跃，天高任鸟飞。”"
+)
+
+
+def test_hard_wrapped_quotes_and_a_cue_at_the_end_of_the_row_before() -> None:
+    assert [(p.upper, p.lower) for p in prose_pairs(HARD_WRAPPED)] == [
+        ("春回大地千山秀", "日照神州万木荣"),
+        ("海阔凭鱼跃", "天高任鸟飞"),
+    ]
+    # a heading is no unfinished sentence: the quote after it has no cue
+    assert prose_pairs("对联故事\n他说：“春眠不觉晓，处处闻啼鸟。”") == []
+
+
+def test_join_broken_quotes() -> None:
+    rows = ["他贴了一副对联：“春回大地千山秀，日照神州", "万木荣。”邻居看了。", "又一年。"]
+    joined = "他贴了一副对联：“春回大地千山秀，日照神州万木荣。”邻居看了。"
+    assert join_broken_quotes(rows) == [joined, "又一年。"]
+    assert join_broken_quotes(["他说：“春回大地", "“另一句”"]) == ["他说：“春回大地", "“另一句”"]
+    assert join_broken_quotes(["他说：“好。”", "“对。”"]) == ["他说：“好。”", "“对。”"]
+
+
+def test_run_on() -> None:
+    unfinished = "邻居看了，很不高兴，第二天一早，他家门上的春联"
+    row_before = "这年春节，他在门上贴了一副对联，上面写的是什么呢，我们"
+    assert run_on(unfinished, row_before) == unfinished
+    assert run_on("万木荣。”" + unfinished, row_before) == "”" + unfinished
+    assert run_on(unfinished, "这年春节，他在门上贴了一副对联。") == ""  # one cut row: maybe a caption
+    assert run_on("春联故事", row_before) == ""  # a heading
+    assert run_on("邻居看了，很不高兴，第二天一早，他家门上贴了春联。", row_before) == ""  # a full sentence
