@@ -78,17 +78,19 @@ def normalise_text(text: str) -> str:
     """The page's text as extraction reads it: inserted pinyin removed, 壹 read as 一 on a
     page whose converter writes 壹 for 一, then each line through the data stage's
     normalisation (full-width punctuation, traditional to simplified, variants), so
-    上聯:A,B reads as 上联：A，B."""
+    上聯:A,B reads as 上联：A，B, a table's border at its ends left out, and a quote broken
+    across two rows joined (``join_broken_quotes``)."""
     global _normalizer
     if _normalizer is None:
         _normalizer = Normalizer()
     if _YI_AS_YI.search(text):
         text = text.replace("壹", "一")
     text = _GAP.sub("\n", _PINYIN.sub("", text.translate(ZERO_WIDTH)))
-    lines = (_normalizer(line) for line in text.split("\n"))
+    lines = (_normalizer(line).strip(_BORDER).strip() for line in text.split("\n"))
     return "\n".join(join_broken_quotes([line for line in lines if line]))
 
 
+_BORDER = "|｜"  # a table's border at a line's start or end (…克振家声。 |): not text
 _OPENING, _CLOSING = "“「『", "”」』"
 
 

@@ -541,3 +541,16 @@ def test_run_on() -> None:
     assert run_on(unfinished, "这年春节，他在门上贴了一副对联。") == ""  # one cut row: maybe a caption
     assert run_on("春联故事", row_before) == ""  # a heading
     assert run_on("邻居看了，很不高兴，第二天一早，他家门上贴了春联。", row_before) == ""  # a full sentence
+
+
+def test_a_table_border_at_a_line_end_is_not_text() -> None:
+    text = "挽联\n花落春归去；月沉夜更深。 |\n| 音容宛在，永记慈恩；风范长存，难忘教诲。 |"
+    assert normalise_text(text).split("\n")[1:] == [
+        "花落春归去；月沉夜更深。",
+        "音容宛在，永记慈恩；风范长存，难忘教诲。",
+    ]
+    assert [(p.upper, p.lower) for p in prose_pairs(text)] == [
+        ("花落春归去", "月沉夜更深"),
+        ("音容宛在，永记慈恩", "风范长存，难忘教诲"),
+    ]
+    assert normalise_text("| 设为首页 | 加入收藏 |") == "设为首页|加入收藏"  # inside a line: kept
