@@ -22,7 +22,7 @@ from urllib.parse import urljoin
 from lxml import etree
 from parsel import Selector, SelectorList
 
-from crawler.guards import is_chrome, is_poem_head, menu_rows, one_rhyme, page_topic
+from crawler.guards import is_chrome, is_poem_head, menu_rows, one_rhyme, page_topic, short_words
 from data.normalize import Normalizer
 from data.rules import no_reuse, punctuation_mirrored, repeats_mirrored
 from data.text import is_han, is_punct
@@ -454,7 +454,12 @@ def _adjacent_pairs(text: str, used: list[tuple[int, int]]) -> Iterator[Pair]:
     prev: tuple[str, str] | None = None
     for i, line in enumerate(lines):
         cur = None if i in rows else line
-        if cur is not None and prev is not None and looks_like_couplet(prev[0], cur[0]):
+        if (
+            cur is not None
+            and prev is not None
+            and looks_like_couplet(prev[0], cur[0])
+            and not short_words(prev[1].strip(), cur[1].strip())
+        ):
             yield Pair(prev[0], cur[0], f"{prev[1]}\n{cur[1]}", "adjacent")
             prev = None  # a line belongs to one pair at most
             continue

@@ -79,6 +79,15 @@ def one_rhyme(lines: Sequence[str]) -> bool:
     return len(lines) >= 2 and len(rhymes) == 1 and "" not in rhymes
 
 
+def short_words(upper: str, lower: str) -> bool:
+    """Two lines of at most ``MENU_LINE`` characters and no punctuation at all (中秋对联 /
+    注明出处, a title split at its space; 帐心大字 / 永垂干古, words of a sentence): a
+    heading, a label or a menu's two entries, too weak to be read as a couplet's halves
+    (``menu_rows`` takes three or more such lines for a menu). Four-character couplets
+    printed as bare lines carry their ；/。 (楼前芳草； / 江上烟波。)."""
+    return all(0 < len(line) <= MENU_LINE and not any(map(is_punct, line)) for line in (upper, lower))
+
+
 def menu_rows(lines: Sequence[str | None]) -> set[int]:
     """Indexes of lines in a run of ``MENU_RUN`` or more short lines without punctuation:
     a menu or a tag cloud, whose entries are not couplet halves."""

@@ -10,6 +10,7 @@ from crawler.extract import (
     dun_halves,
     example_pairs,
     join_broken_quotes,
+    looks_like_couplet,
     may_end_level,
     may_end_oblique,
     normalise_text,
@@ -20,7 +21,7 @@ from crawler.extract import (
     story_pairs,
     unpunctuated_couplets,
 )
-from crawler.guards import is_chrome, is_poem_head, menu_rows, one_rhyme, page_topic, rhyme
+from crawler.guards import is_chrome, is_poem_head, menu_rows, one_rhyme, page_topic, rhyme, short_words
 
 
 def pairs(text: str) -> list[tuple[str, str, str]]:
@@ -554,3 +555,15 @@ def test_a_table_border_at_a_line_end_is_not_text() -> None:
         ("音容宛在，永记慈恩", "风范长存，难忘教诲"),
     ]
     assert normalise_text("| 设为首页 | 加入收藏 |") == "设为首页|加入收藏"  # inside a line: kept
+
+
+def test_two_short_unpunctuated_words_are_no_pair() -> None:
+    """A title split at its space (新春佳节 阖家欢乐) or two words of a sentence: no halves."""
+    assert looks_like_couplet("新春佳节", "阖家欢乐")  # the bare-line test alone would pair them
+    assert pairs("新春佳节 阖家欢乐\n春节到了，家家户户贴春联。") == []
+    assert pairs("挽联的写法：\n顿首敬挽 灵前大字 永垂不朽 下款写名") == []
+    assert pairs("黄鹤楼的楹联很多。\n楼前芳草；\n江上烟波。\n萧娴题黄鹤楼。") == [
+        ("楼前芳草", "江上烟波", "adjacent")
+    ]
+    assert short_words("帐心大字", "永垂千古") and not short_words("楼前芳草；", "江上烟波。")
+    assert not short_words("春回大地千山秀", "日照神州万木荣")
