@@ -310,7 +310,8 @@ def _quoted_pairs(text: str, used: list[tuple[int, int]]) -> Iterator[Pair]:
             example = bool(_EXAMPLE.search(line[: m.start()]) or follows) and bool(
                 _CUE.search(line[: m.start()]) or _CUE.search(before_line)
             )
-            if not (_CUE.search(around) or example):
+            cue = names_couplet(around)
+            if not (cue or example):
                 continue  # 真是“运用之妙，存乎一心”: a cue in another sentence is not this quote's
             if _POEM_QUOTE.search(around.split(" ")[0][-8:]):
                 continue  # 王安石有诗云：“…，…”: lines of a poem
@@ -318,12 +319,23 @@ def _quoted_pairs(text: str, used: list[tuple[int, int]]) -> Iterator[Pair]:
             if any(a < span[1] and span[0] < b for a, b in used):
                 continue
             pair = _split_lianyue(m[1], m[0])
-            if pair and not _CUE.search(around) and (_prose_like(pair.upper) or _prose_like(pair.lower)):
+            if pair and not cue and (_prose_like(pair.upper) or _prose_like(pair.lower)):
                 continue
             if pair:
                 used.append(span)
                 last_example = m.end() if example else -1
                 yield Pair(pair.upper, pair.lower, pair.snippet, "quoted")
+
+
+_ONE_HALF = re.compile("上联|下联")
+
+
+def names_couplet(sentence: str) -> bool:
+    """The sentence names a couplet (联, 对), and not only one of its halves: a quote in a
+    sentence on the 下联 alone (下联…巧妙说书房不大，但“斯是陋室，惟吾德馨”) is words of that
+    half or about it, never a whole pair (上联 and 下联 both named: a couplet)."""
+    halves = set(_ONE_HALF.findall(sentence))
+    return bool(_CUE.search(_ONE_HALF.sub("", sentence) if len(halves) == 1 else sentence))
 
 
 WRAPPED_ROW = 20  # rows of prose at least this long that end mid-sentence are hard-wrapped

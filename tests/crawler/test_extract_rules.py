@@ -13,6 +13,7 @@ from crawler.extract import (
     looks_like_couplet,
     may_end_level,
     may_end_oblique,
+    names_couplet,
     normalise_text,
     one_line_pairs,
     prose_pairs,
@@ -567,3 +568,13 @@ def test_two_short_unpunctuated_words_are_no_pair() -> None:
     ]
     assert short_words("帐心大字", "永垂千古") and not short_words("楼前芳草；", "江上烟波。")
     assert not short_words("春回大地千山秀", "日照神州万木荣")
+
+
+def test_a_quote_in_a_sentence_on_one_half_is_no_pair() -> None:
+    text = "他写的这副对联很妙。下联巧妙地说屋子不大，但“山不在高，有仙则名”，又用了典故。"
+    assert prose_pairs(text) == []
+    assert not names_couplet("下联巧妙地说屋子不大，但 ，又用了典故")
+    assert names_couplet("上联写景，下联抒情，好比 ")  # both halves: a couplet
+    assert names_couplet("门上贴着一副春联 ")
+    text = "上联写景，下联抒情，好比“春回大地千山秀，日照神州万木荣”。"
+    assert [(p.upper, p.lower) for p in prose_pairs(text)] == [("春回大地千山秀", "日照神州万木荣")]
