@@ -693,8 +693,9 @@ PLAIN_RUN = 3  # unnumbered A，B。 lines: this many in a row are a list of cou
 def one_line_pairs(text: str, used: list[tuple[int, int]]) -> Iterator[Pair]:
     """A line holding one pair as lists of couplets print it: numbered (一、A，B。 1.A；B,
     or 7、A。B。 with the halves split by a full stop), with a trailing 横批 (left out of the
-    pair), ``A；B``, or, in a run of ``PLAIN_RUN`` or more such lines that are not rows
-    after a poem's author line, unnumbered ``A，B。`` / ``A，B；``. A note in brackets after
+    pair), ``A；B``, or, in a run of ``PLAIN_RUN`` or more lines holding such pairs (the
+    unnumbered ones among them not rows after a poem's author line), unnumbered ``A，B。`` /
+    ``A，B；``. A note in brackets after
     the pair （正对） is left out. Only on a page about couplets (the caller checks
     ``page_topic``), and both halves pass the bare-line test."""
     lines = list(_standalone_lines(text, used))
@@ -707,23 +708,28 @@ def one_line_pairs(text: str, used: list[tuple[int, int]]) -> Iterator[Pair]:
             pair, plain = _one_line(line[1].strip())
         found.append((pair, plain) if pair else (None, False))
     keep: list[int] = []
-    k = 0
-    while k < len(found):
-        if found[k][0] is None or not found[k][1]:
-            keep += [k] if found[k][0] is not None else []
-            k += 1
-            continue
-        end = k
-        while end < len(found) and found[end][0] is not None and found[end][1]:
-            end += 1
-        if end - k >= PLAIN_RUN and not _couplet_list(lines[k:end]):  # A，B；/C，D。: two-line pairs
-            keep += range(k, end)
-        k = end
+    for first, end in _runs([pair is not None for pair, _ in found]):  # lines holding a pair
+        for k, stop in _runs([found[j][1] for j in range(first, end)]):  # plain ones among them
+            if end - first >= PLAIN_RUN and not _couplet_list(lines[first + k : first + stop]):
+                keep += range(first + k, first + stop)  # not A，B；/C，D。: two-line pairs
+        keep += [j for j in range(first, end) if not found[j][1]]
+    keep.sort()
     for j in keep:  # a line belongs to one pair: the bare-line rule must not pair it again
         used.append((starts[j], starts[j] + len(raws[j])))
         pair = found[j][0]
         if pair is not None:
             yield pair
+
+
+def _runs(flags: list[bool]) -> Iterator[tuple[int, int]]:
+    """(start, end) of each run of true flags, end exclusive."""
+    start = None
+    for i, flag in enumerate([*flags, False]):
+        if flag and start is None:
+            start = i
+        elif not flag and start is not None:
+            yield start, i
+            start = None
 
 
 def _one_line(raw: str) -> tuple[Pair | None, bool]:

@@ -578,3 +578,14 @@ def test_a_quote_in_a_sentence_on_one_half_is_no_pair() -> None:
     assert names_couplet("门上贴着一副春联 ")
     text = "上联写景，下联抒情，好比“春回大地千山秀，日照神州万木荣”。"
     assert [(p.upper, p.lower) for p in prose_pairs(text)] == [("春回大地千山秀", "日照神州万木荣")]
+
+
+def test_plain_one_line_pairs_count_the_pairs_next_to_them_in_their_run() -> None:
+    """Two unnumbered A，B。 lines and an A；B line: a run of three one-line pairs."""
+    rows = [*PLAIN_LIST.split("\n")[1:3], "海阔凭鱼跃；天高任鸟飞。"]
+    assert [(p.upper, p.lower) for p in prose_pairs("春联精选\n" + "\n".join(rows))] == [
+        ("春回大地千山秀", "日照神州万木荣"),
+        ("莺歌燕舞新春到", "鸟语花香好景来"),
+        ("海阔凭鱼跃", "天高任鸟飞"),
+    ]
+    assert pairs("春联精选\n" + "\n".join(rows[:2]) + "\n以上春联，供选用。") == []  # two alone
