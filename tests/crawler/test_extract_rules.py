@@ -589,3 +589,8 @@ def test_plain_one_line_pairs_count_the_pairs_next_to_them_in_their_run() -> Non
         ("海阔凭鱼跃", "天高任鸟飞"),
     ]
     assert pairs("春联精选\n" + "\n".join(rows[:2]) + "\n以上春联，供选用。") == []  # two alone
+
+
+def test_feichang_reads_as_prose_only_before_what_it_modifies() -> None:
+    assert looks_like_couplet("花开富贵美非常", "竹报平安乐无边")  # 非常 ends a clause: a couplet's word
+    assert not looks_like_couplet("花开富贵非常美", "竹报平安特别好")  # prose's "very"
