@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from crawler.extract import looks_like_couplet
+from crawler.guards import short_words
 from crawler.pipelines import invalid_reason, normalise_line
 from data.paths import corpus_dir
 from data.text import is_han
@@ -289,6 +290,8 @@ def _prose_form(pair: Pair, k: int) -> str:
         form = "shangxia"
     if form == "lianyue":
         return f"<p>相传此联出自乡间，联曰：{up}；{lo}。众人皆笑了。</p>"
+    if form == "adjacent" and short_words(up, lo):
+        return f"<p>{up}；</p><p>{lo}。</p>"  # four characters a line: punctuated, as pages print them
     if form == "adjacent":
         return f"<p>{up}</p><p>{lo}</p>"
     if k % 2:
