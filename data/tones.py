@@ -16,6 +16,7 @@ import functools
 import importlib.util
 import json
 import os
+import threading
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -116,8 +117,18 @@ def line_tones(line: str, mode: str = "modern", rusheng: frozenset[str] | None =
     return list(_line_tones(line, mode, table))
 
 
-@functools.lru_cache(maxsize=1)
+_PHRASE_LOCK = threading.Lock()
+
+
 def _phrase_tables() -> tuple[dict[str, Tone], frozenset[str], int]:
+    """``_build_phrase_tables`` once per process: a lock, since ``lru_cache`` lets every thread
+    that asks before the first finishes build them too (a server's first burst of requests)."""
+    with _PHRASE_LOCK:
+        return _build_phrase_tables()
+
+
+@functools.lru_cache(maxsize=1)
+def _build_phrase_tables() -> tuple[dict[str, Tone], frozenset[str], int]:
     """What decides whether a line's tones need pypinyin's phrase reading at all.
 
     pypinyin cuts a line into phrases of its phrase dictionary and single characters; a

@@ -93,6 +93,10 @@ class Answer:
     model_version: str
     direction: str = FORWARD
 
+    def couplet(self, written: str) -> tuple[str, str]:
+        """(upper, lower) of the given line and a line ``written`` for it, in either direction."""
+        return (written, self.upper) if self.direction == REVERSE else (self.upper, written)
+
     def as_dict(self) -> dict[str, Any]:
         """The JSON form, field for field that of the REST API's answer (``hard_ok`` in each report):
         the given line as ``upper`` (or ``lower`` in the reverse direction) with its tones, the
@@ -244,23 +248,21 @@ def banners_for(
     table: BannerTable, upper: str, lower: str, tone_mode: str, n: int = BANNERS_SHOWN
 ) -> list[Banner]:
     """Up to ``n`` 横批 for the couplet, best fit to its theme first."""
+    return banner_list(table.rank(upper, lower, n), tone_mode)
+
+
+def banner_list(ranked: list[tuple[str, float]], tone_mode: str) -> list[Banner]:
     return [
-        Banner(text=text, tones=tone_marks(text, tone_mode), score=round(score, 4))
-        for text, score in table.rank(upper, lower, n)
+        Banner(text=text, tones=tone_marks(text, tone_mode), score=round(score, 4)) for text, score in ranked
     ]
 
 
 def with_banners(answer: Answer, table: BannerTable, tone_mode: str) -> Answer:
-    """The answer with each candidate's 横批 (about 2 ms a candidate)."""
-    reverse = answer.direction == REVERSE
+    """The answer with each candidate's 横批 (their fits in one product: about 2 ms for five)."""
+    ranked = table.rank_many([answer.couplet(c.text) for c in answer.candidates], BANNERS_SHOWN)
     candidates = [
-        replace(
-            c,
-            banners=banners_for(
-                table, *((c.text, answer.upper) if reverse else (answer.upper, c.text)), tone_mode
-            ),
-        )
-        for c in answer.candidates
+        replace(c, banners=banner_list(found, tone_mode))
+        for c, found in zip(answer.candidates, ranked, strict=True)
     ]
     return replace(answer, candidates=candidates)
 

@@ -13,6 +13,7 @@ import threading
 from pathlib import Path
 
 from data.banners import BANNERS_FILE, BannerTable
+from data.tones import line_tones
 from duilian.service import load_banner_table
 from serve.couplets import Served
 from serve.settings import Settings
@@ -41,3 +42,11 @@ def banner_table(settings: Settings, model: Served) -> BannerTable | None:
         if key not in _tables:
             _tables[key] = load_banner_table(path, model.is_clean)
         return _tables[key]
+
+
+def warm(settings: Settings, model: Served) -> None:
+    """Load the model's table, and the tone tables its 横批's marks read, now (at start-up and
+    on a reload, before the model serves) rather than in its first requests: loaded there,
+    a burst of first requests waited on them for most of a minute under load."""
+    if banner_table(settings, model) is not None:
+        line_tones("春风")

@@ -8,6 +8,7 @@ import threading
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from http import HTTPStatus
+from pathlib import Path
 from typing import Any, cast
 
 from fastapi import FastAPI, Request, status
@@ -20,7 +21,8 @@ from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from swagger_ui_bundle import swagger_ui_path
 
-from serve.couplets import CoupletService, Engine, extra_filter, load_served
+from serve.banners import warm as warm_banners
+from serve.couplets import CoupletService, Engine, Served, extra_filter, load_served
 from serve.db import FeedbackStore, make_engine
 from serve.logs import configure_logging
 from serve.observability import Metrics, Observe
@@ -38,7 +40,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         configure_logging(settings.log_setup())  # python -m serve did already; an app run otherwise too
-        loader = functools.partial(
+        load = functools.partial(
             load_served,
             extra=extra_filter(settings),
             engine=Engine(settings.int8, settings.runtime, settings.graph_cache),
@@ -47,6 +49,12 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             restart_wait=settings.worker_restart_wait,
             logs=settings.log_setup(),  # the decode workers log as the server does
         )
+
+        def loader(path: Path) -> Served:
+            model = load(path)
+            warm_banners(settings, model)
+            return model
+
         model = await run_in_threadpool(loader, settings.model_dir)
         app.state.service = CoupletService(
             model,

@@ -126,7 +126,7 @@ class Decoder:
         # a lower_to_upper model (下联求上联): the line given is a lower line, the lines written
         # upper lines; the same rules but the tone at the end, reports of (written, given), and
         # its errors' messages with the lines' names swapped (ConstraintError.mirrored)
-        self.reverse = bool(getattr(model.cfg, "reverse", False))
+        self.reverse = model.cfg.reverse
 
     def plan(self, upper: str, options: DecodeOptions) -> Plan:
         if len(upper) + 1 > self.model.cfg.max_len:

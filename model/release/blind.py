@@ -152,7 +152,7 @@ def decoded(path: Path, lines: list[Line], reverse: bool = False) -> list[str]:
         model, vocab, proposer, pairing = load_any(path, reverse)
     except ValueError as e:
         raise BlindError(str(e)) from e
-    if bool(getattr(model.cfg, "reverse", False)) != reverse:
+    if model.cfg.reverse != reverse:
         want = "a lower_to_upper" if reverse else "an upper_to_lower"
         raise BlindError(f"{path}: not {want} model (--reverse says which direction the sheet is)")
     decode = make_decoder(model.eval(), vocab, DecodeOptions(), False, proposer, pairing=pairing)

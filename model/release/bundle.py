@@ -425,13 +425,18 @@ def load_models(
     return model, vocab, meta, proposer
 
 
-def load_reverse(root: Path, vocab: Vocab, dtype: torch.dtype = torch.float32) -> CoupletTransformer | None:
-    """The bundle's lower_to_upper model, or None when it has none."""
+def load_reverse(
+    root: Path, vocab: Vocab, dtype: torch.dtype = torch.float32, model: CoupletModel | None = None
+) -> CoupletTransformer | None:
+    """The bundle's lower_to_upper model, or None when it has none. ``model``: the bundle's
+    model already loaded, whose tensors the reverse model shares (``model.safetensors`` is
+    then not read a second time)."""
     if not (root / REVERSE_WEIGHTS).is_file():
         return None
     config = read_config(root / REVERSE_CONFIG)
     _reverse_kind(config, root / REVERSE_CONFIG)
-    loaded, _ = load_model_files(root / REVERSE_WEIGHTS, root / REVERSE_CONFIG, vocab, dtype)
+    shared = None if model is None else {WEIGHTS_FILE: model.state_dict()}
+    loaded, _ = load_model_files(root / REVERSE_WEIGHTS, root / REVERSE_CONFIG, vocab, dtype, shared)
     return cast(CoupletTransformer, loaded)
 
 
@@ -501,7 +506,7 @@ def load_bundle(
         raise FileNotFoundError(f"{missing_model(root)}; run `make train`")
     verify_bundle(root)
     model, vocab, meta, proposer = load_models(root, dtype)
-    reverse = None if is_legacy(root) else load_reverse(root, vocab, dtype)
+    reverse = None if is_legacy(root) else load_reverse(root, vocab, dtype, model)
     fp_path, sens_path = root / FINGERPRINTS_FILE, root / SENSITIVE_FILE
     fps = FingerprintIndex.load(fp_path) if fp_path.exists() else FingerprintIndex(np.zeros(0, np.uint64))
     sens = np.load(sens_path, allow_pickle=False) if sens_path.exists() else np.zeros(0, np.uint64)

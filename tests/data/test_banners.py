@@ -97,3 +97,13 @@ def test_saved_and_loaded_unchanged(table: BannerTable, tmp_path: Path) -> None:
     assert kept.rank("红梅报喜", "绿柳迎新") == built.rank("红梅报喜", "绿柳迎新")
     assert np.array_equal(kept.scores("红梅报喜绿柳迎新"), built.scores("红梅报喜绿柳迎新"))
     assert loaded.filtered(False for _ in loaded.phrases).rank("红梅报喜", "绿柳迎新") == []
+
+
+def test_ranking_several_couplets_at_once_ranks_each_as_alone(table: BannerTable) -> None:
+    couplets = [("红梅报喜", "绿柳迎新"), ("鑫淼", "犇羴"), ("春风得意", "喜气盈门"), ("红梅报喜", "绿柳迎新")]
+    together = table.rank_many(couplets, n=3)
+    alone = [table.rank(up, low, n=3) for up, low in couplets]
+    assert [[p for p, _ in r] for r in together] == [[p for p, _ in r] for r in alone]
+    assert together[1] == [] and together[0] and together[0] == together[3]
+    for r, a in zip(together, alone, strict=True):
+        assert [round(s, 5) for _, s in r] == [round(s, 5) for _, s in a]

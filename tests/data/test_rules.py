@@ -120,3 +120,24 @@ def test_check_with_the_upper_tones_read_before_is_check(mode: str) -> None:
     ]:
         tones = line_tones(upper, mode)
         assert check(upper, lower, mode, tuple(tones)) == check(upper, lower, mode)
+
+
+def test_the_tone_tables_are_built_once_when_many_threads_ask_first() -> None:
+    import threading
+
+    from data import tones
+
+    tones._build_phrase_tables.cache_clear()
+    start = threading.Barrier(8)
+
+    def ask() -> None:
+        start.wait()
+        tones._phrase_tables()
+
+    threads = [threading.Thread(target=ask) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    info = tones._build_phrase_tables.cache_info()
+    assert (info.misses, info.hits) == (1, 7)  # a server's first burst of requests: one build

@@ -27,6 +27,7 @@ from model.net.transformer import CoupletTransformer, ModelConfig
 from model.release.bundle import export_bundle
 from serve.main import create_app, uvicorn_options
 from serve.settings import Settings
+from tests.model.decoding.fixtures import reverse_of
 from tests.serve.postgres import LocalPostgres, postgres_bindir
 
 PAIRS = [
@@ -59,19 +60,6 @@ def tiny_model(vocab: Vocab, seed: int) -> CoupletTransformer:
         tie_embeddings=False,
     )
     return CoupletTransformer(cfg).eval()
-
-
-def reverse_of(model: CoupletTransformer, seed: int) -> CoupletTransformer:
-    """A lower_to_upper model beside ``model`` as `make train` makes one: its embeddings kept
-    (the bundle shares them), every other tensor moved."""
-    reverse = CoupletTransformer(model.cfg.with_(direction="lower_to_upper")).eval()
-    reverse.load_state_dict(model.state_dict())
-    g = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for name, p in reverse.named_parameters():
-            if "embed" not in name:
-                p.add_(0.5 * torch.randn(p.shape, generator=g))
-    return reverse
 
 
 def tiny_tagger(vocab: Vocab, word: str) -> CoupletTagger:
@@ -128,7 +116,7 @@ def build_bundle(
     model = tiny_model(vocab, seed)
     if bad_word:
         favour(model, vocab, bad_word)
-    other = reverse_of(model, seed) if reverse else None
+    other = reverse_of(model, seed, scale=0.5) if reverse else None
     return export_bundle(
         out,
         model,

@@ -35,6 +35,20 @@ def with_table(settings: Settings, banners_file: Path) -> Iterator[TestClient]:
         yield c
 
 
+def test_the_table_is_loaded_when_the_server_starts_not_in_a_request(
+    settings: Settings, banners_file: Path
+) -> None:
+    from serve import banners
+
+    banners._tables.clear()
+    app = create_app(settings.model_copy(update={"banners": banners_file}))
+    with TestClient(app):
+        loaded = [key for key, table in banners._tables.items() if table is not None]
+        assert [key[0] for key in loaded] == [str(banners_file)]  # before any request
+        model = app.state.service.model
+        assert banners.banner_table(app.state.settings, model) is banners._tables[loaded[0]]
+
+
 def check_banner(banner: dict, mode: str = "modern") -> None:
     text = banner["text"]
     assert len(text) == 4 and all(is_han(ch) for ch in text)

@@ -34,6 +34,20 @@ def tiny_model(vocab: Vocab, seed: int = 0) -> CoupletTransformer:
     return CoupletTransformer(cfg).eval()
 
 
+def reverse_of(model: CoupletTransformer, seed: int = 5, scale: float = 0.05) -> CoupletTransformer:
+    """A lower_to_upper model beside ``model`` as `make train` makes one: its embeddings kept
+    (a bundle shares them), every other tensor moved by ``scale`` times seeded noise (0: the
+    model's own weights read the other way)."""
+    reverse = CoupletTransformer(model.cfg.with_(direction="lower_to_upper")).eval()
+    reverse.load_state_dict(model.state_dict())
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for name, p in reverse.named_parameters():
+            if "embed" not in name:
+                p.add_(scale * torch.randn(p.shape, generator=g))
+    return reverse
+
+
 def tiny_tagger(vocab: Vocab, seed: int) -> CoupletTagger:
     """A tagger of the same width, seeded, in eval mode."""
     torch.manual_seed(seed)

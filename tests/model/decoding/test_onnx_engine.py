@@ -236,3 +236,21 @@ def test_two_processes_writing_one_entry_at_once_leave_it_whole(tmp_path: Path) 
         w.join()
         assert w.exitcode == 0
     assert [p.name for p in tmp_path.iterdir()] == [cache.path("step", True).name]
+
+
+def test_the_int8_tagger_quantises_every_product_with_a_weight_its_tied_head_too(
+    vocab: Vocab, tmp_path: Path
+) -> None:
+    import onnx
+
+    _, tagger = models(vocab)
+    assert tagger.cfg.tie_embeddings  # the head's weight is the embedding's
+    OnnxTagger(tagger, int8=True, cache_dir=tmp_path)
+    graph = onnx.load_from_string(GraphCache(tmp_path, tagger).read("tag", True) or b"")
+    weights = {w.name for w in graph.graph.initializer}
+    ops = [n.op_type for n in graph.graph.node]
+    linears = sum(isinstance(m, torch.nn.Linear) for m in tagger.modules())
+    # every linear layer, the head included, is an int8 product; what stays in fp32 multiplies
+    # activations by activations (attention), never by a weight
+    assert ops.count("MatMulInteger") == linears
+    assert not [n for n in graph.graph.node if n.op_type == "MatMul" and set(n.input) & weights]

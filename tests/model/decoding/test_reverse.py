@@ -15,7 +15,7 @@ from model.decoding.options import DecodeOptions
 from model.decoding.plan import ConstraintError, plan_request
 from model.decoding.vocab_tables import VocabTables
 from model.net.transformer import CoupletTransformer, ModelConfig
-from tests.model.decoding.fixtures import decode_vocab, tiny_model
+from tests.model.decoding.fixtures import decode_vocab, reverse_of, tiny_model
 
 LEVEL_END = "家和万事兴"  # 兴 xīng: ends 平, as a lower line should
 OBLIQUE_END = "花开富贵"  # 贵: ends 仄, as an upper line should
@@ -28,10 +28,7 @@ def vocab(tmp_path_factory: pytest.TempPathFactory, pairs: list[tuple[str, str]]
 
 
 def reverse_model(vocab: Vocab, seed: int = 0) -> CoupletTransformer:
-    forward = tiny_model(vocab, seed)
-    model = CoupletTransformer(forward.cfg.with_(direction="lower_to_upper")).eval()
-    model.load_state_dict(forward.state_dict())
-    return model
+    return reverse_of(tiny_model(vocab, seed), scale=0.0)
 
 
 @pytest.fixture(scope="module")

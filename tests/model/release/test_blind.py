@@ -184,7 +184,8 @@ def test_a_reverse_sheet_gives_lower_lines_and_asks_about_upper_lines(
     its rubric and the verdict say so; a bundle decodes with its reverse model."""
     from data.vocab import Vocab
     from model.release.bundle import export_bundle
-    from tests.model.release.test_checkpoint_bundle import make_model, reverse_of
+    from tests.model.decoding.fixtures import reverse_of
+    from tests.model.release.test_checkpoint_bundle import make_model
 
     pairs = list(zip(UPPERS, HUMAN, strict=True))
     vocab = Vocab.train(

@@ -63,6 +63,7 @@ from model.release.bundle import (
     write_manifest,
 )
 from model.release.fingerprint import FingerprintIndex, KnownLowers, fingerprint
+from tests.model.decoding.fixtures import reverse_of
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -254,19 +255,6 @@ def test_a_changed_payload_needs_a_new_sum_and_old_checkpoints_load_unverified(
     old = load_checkpoint(path)
     assert old["step"] == 2 and not verified(old)
     assert CHECKSUM_KEY not in load_model(path)[2]
-
-
-def reverse_of(model: CoupletTransformer, seed: int = 5) -> CoupletTransformer:
-    """A lower_to_upper model as `make train` trains one: the model's weights with its
-    embeddings kept and every other tensor moved."""
-    reverse = CoupletTransformer(model.cfg.with_(direction="lower_to_upper")).eval()
-    reverse.load_state_dict(model.state_dict())
-    g = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for name, p in reverse.named_parameters():
-            if "embed" not in name:
-                p.add_(0.05 * torch.randn(p.shape, generator=g))
-    return reverse
 
 
 def export_small(out: Path, vocab: Vocab, pairs: list[tuple[str, str]], **kw: Any) -> Path:
