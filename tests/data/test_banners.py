@@ -100,7 +100,12 @@ def test_saved_and_loaded_unchanged(table: BannerTable, tmp_path: Path) -> None:
 
 
 def test_ranking_several_couplets_at_once_ranks_each_as_alone(table: BannerTable) -> None:
-    couplets = [("红梅报喜", "绿柳迎新"), ("鑫淼", "犇羴"), ("春风得意", "喜气盈门"), ("红梅报喜", "绿柳迎新")]
+    couplets = [
+        ("红梅报喜", "绿柳迎新"),
+        ("鑫淼", "犇羴"),
+        ("春风得意", "喜气盈门"),
+        ("红梅报喜", "绿柳迎新"),
+    ]
     together = table.rank_many(couplets, n=3)
     alone = [table.rank(up, low, n=3) for up, low in couplets]
     assert [[p for p, _ in r] for r in together] == [[p for p, _ in r] for r in alone]
