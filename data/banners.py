@@ -90,9 +90,25 @@ class BannerTable:
 
     def __post_init__(self) -> None:
         self.index = {ch: i for i, ch in enumerate(self.chars)}
-        self.phrase_vectors = np.stack([self.theme(p) for p in self.phrases]) if self.phrases else None
+        self.phrase_vectors = self._themes(self.phrases) if self.phrases else None
         self.phrase_prior = self._prior(self.counts)
         self._for_products()
+
+    def _themes(self, texts: Sequence[str]) -> np.ndarray:
+        """``theme`` of each of ``texts`` at once, (texts, d): a table's 12,000 phrases in
+        milliseconds instead of a second (at every start of a server, worker or command line)."""
+        width = max(map(len, texts))
+        dims = self.vectors.shape[1]
+        padded = np.vstack([self.vectors, np.zeros((1, dims), dtype=self.vectors.dtype)])
+        unknown = len(self.vectors)  # the zero row
+        rows = np.full((len(texts), width), unknown, dtype=np.int64)
+        for i, text in enumerate(texts):
+            ids = [self.index.get(ch, unknown) for ch in text]
+            rows[i, : len(ids)] = ids
+        known = (rows != unknown).sum(axis=1, keepdims=True)
+        mean = padded[rows].sum(axis=1) / np.maximum(known, 1)
+        norm = np.linalg.norm(mean, axis=1, keepdims=True)
+        return (mean / np.where(norm > 0, norm, 1)).astype(np.float32)
 
     def _for_products(self) -> None:
         """What ``scores_many`` reads: the phrase vectors transposed, (d, phrases), contiguous
