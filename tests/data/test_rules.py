@@ -141,3 +141,19 @@ def test_the_tone_tables_are_built_once_when_many_threads_ask_first() -> None:
         t.join()
     info = tones._build_phrase_tables.cache_info()
     assert (info.misses, info.hits) == (1, 7)  # a server's first burst of requests: one build
+
+
+def test_a_characters_readings_are_pypinyins_for_every_character_it_knows() -> None:
+    from pypinyin import Style, pinyin
+    from pypinyin.constants import PINYIN_DICT
+
+    from data.text import is_han
+    from data.tones import char_readings
+
+    chars = [*[chr(cp) for cp in PINYIN_DICT if is_han(chr(cp))][::7], "𣃁", "鑫", "长", "行"]
+    for ch in chars:
+        if ch in "一不":
+            continue
+        items = pinyin(ch, style=Style.TONE3, heteronym=True, errors=lambda text: [""] * len(text))
+        assert char_readings(ch) == tuple(r for r in items[0] if r), ch
+    assert char_readings("，") == () and char_readings("a") == ()
