@@ -101,7 +101,9 @@ def _start_worker(
         configure_logging(logs)
     threading.Thread(target=_exit_with_parent, name="parent-watch", daemon=True).start()
     torch.set_num_threads(threads)
-    _WORKER_MODEL = LoadedModel.load(path, extra, engine)
+    # lazy: a worker decodes and never looks up the known lower lines (the server process does),
+    # so it does not decompress them (about a second of each start and restart, and their memory)
+    _WORKER_MODEL = LoadedModel.load(path, extra, engine, lazy=True)
     log.info("decode worker %d ready with model %s", os.getpid(), _WORKER_MODEL.version)
 
 
