@@ -49,9 +49,10 @@ def started(pid: int) -> int:
 
 
 def spawned_children(pid: int) -> list[int]:
-    """The multiprocessing children that ``pid`` spawned (a server's decode workers), without
-    its resource tracker, from /proc."""
-    found = []
+    """The multiprocessing workers that ``pid`` started (a server's decode workers), from
+    /proc: its spawned children, and the children of a forkserver it started; neither its
+    resource tracker nor the forkserver itself."""
+    table: dict[int, tuple[int, bytes]] = {}
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
@@ -60,9 +61,20 @@ def spawned_children(pid: int) -> list[int]:
             cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ")
         except OSError:
             continue
-        ppid = int(stat.rsplit(")", 1)[1].split()[1])
-        if ppid == pid and b"spawn_main" in cmdline and b"resource_tracker" not in cmdline:
-            found.append(int(entry.name))
+        table[int(entry.name)] = (int(stat.rsplit(")", 1)[1].split()[1]), cmdline)
+
+    def children(parent: int) -> list[int]:
+        return [child for child, (ppid, _) in table.items() if ppid == parent]
+
+    found = []
+    for child in children(pid):
+        cmdline = table[child][1]
+        if b"resource_tracker" in cmdline:
+            continue
+        if b"forkserver" in cmdline:
+            found += children(child)
+        elif b"spawn_main" in cmdline:
+            found.append(child)
     return sorted(found)
 
 

@@ -77,10 +77,10 @@ def _exit_with_parent(interval: float = 1.0) -> None:
     """In a decode worker: end this process as soon as the server that started it is gone,
     however it went (SIGKILL included), so no worker is left holding its model under PID 1.
 
-    It waits on the parent's sentinel (a pipe whose other end only the server holds, closed
-    by the kernel when the server dies) and checks the parent's pid as well. Not
-    ``PR_SET_PDEATHSIG``: that signal follows the *thread* that started the worker, and the
-    pools are started from threads that end (a reload, a restart after a worker died)."""
+    It waits on its parent sentinel (a pipe whose other end only the server holds, closed by
+    the kernel when the server dies) and checks its parent's pid as well (the forkserver's,
+    which ends with the server). Not ``PR_SET_PDEATHSIG``: the worker's parent is the
+    forkserver, and that signal follows the *thread* that started a process."""
     parent, ppid = multiprocessing.parent_process(), os.getppid()
     sentinels = [parent.sentinel] if parent is not None and parent.sentinel is not None else []
     while True:
@@ -94,9 +94,17 @@ EXIT_PARENT_GONE = 3
 
 
 def _start_worker(
-    path: Path, extra: SensitiveFilter | None, engine: Engine, threads: int, logs: LogSetup | None = None
+    path: Path,
+    extra: SensitiveFilter | None,
+    engine: Engine,
+    threads: int,
+    logs: LogSetup | None = None,
+    env: dict[str, str] | None = None,
 ) -> None:
     global _WORKER_MODEL
+    if env is not None:  # the server's environment as it is now (a forkserver keeps that of its start)
+        os.environ.clear()
+        os.environ.update(env)
     if logs is not None:  # the server's log format, in this process too
         configure_logging(logs)
     threading.Thread(target=_exit_with_parent, name="parent-watch", daemon=True).start()
@@ -132,8 +140,37 @@ def _worker_pid() -> int:
 
 class WorkerLost(Exception):
     """A decode worker died (killed, out of memory) with this request in its hands, or no
-    working pool came back in time: the request is refused with a 503, never retried (the
-    request itself may be what killed the worker)."""
+    worker came back in time: the request is refused with a 503, never retried (the request
+    itself may be what killed the worker)."""
+
+
+PRELOAD = "serve.worker_preload"  # what the forkserver imports once, for every worker it forks
+
+
+def _context() -> multiprocessing.context.BaseContext:
+    """Workers are forked from a forkserver (a fresh process that only imports; never a fork
+    of this server, which runs threads) that has imported torch, ONNX Runtime, the service
+    and jieba's dictionary once: a replacement worker skips about four seconds of imports."""
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload([PRELOAD])
+    return context
+
+
+class _Slot:
+    """One decode worker: a process of its own (a one-process ``ProcessPoolExecutor``, so
+    its death fails only the jobs it held), and how many jobs it holds now."""
+
+    def __init__(self, pool: ProcessPoolExecutor, pid: int) -> None:
+        self.pool, self.pid, self.jobs = pool, pid, 0
+
+    def broken(self) -> bool:
+        processes = tuple((self.pool._processes or {}).values())  # a copy: the pool's thread changes it
+        if self.pool._broken or not processes:
+            return True
+        try:  # by the sentinel, which tells even when another waitpid caller reaped it
+            return bool(wait([p.sentinel for p in processes], timeout=0))
+        except (ValueError, OSError):  # a sentinel closed: being shut down
+            return True
 
 
 class PooledModel:
@@ -145,11 +182,11 @@ class PooledModel:
     server keeps its own copy for what it answers itself (model info, the sensitive-word
     check of known lower lines).
 
-    A worker that dies breaks its whole ``ProcessPoolExecutor`` (the others are terminated,
-    every job it held fails): a watchdog thread sees that, and starts a new pool beside it
-    (again after a pause while starting fails). Meanwhile ``healthy`` is False, jobs in the
-    dead pool's hands raise ``WorkerLost``, and new jobs wait up to ``restart_wait`` seconds
-    for the new pool."""
+    Each worker is on its own (``_Slot``) and a job goes to the one holding fewest. A worker
+    that dies fails only the jobs it held (``WorkerLost``: a 503); the others go on answering
+    at once while a watchdog thread starts its replacement (again after a pause while starting
+    fails), and ``healthy`` is False until it runs. With no worker alive, new jobs wait up to
+    ``restart_wait`` seconds for one."""
 
     def __init__(
         self,
@@ -165,57 +202,53 @@ class PooledModel:
         self.version, self.bundle = self.local.version, self.local.bundle
         self.processes, self.restart_wait = processes, restart_wait
         self._start_args = (path, extra, engine, threads, logs)
-        self.restarts = 0  # pools started after a worker died
-        self._changed = threading.Condition()  # a new pool, or the pool broke
+        self.restarts = 0  # workers started after one died
+        self._changed = threading.Condition()  # a worker replaced, or one broke, or a job ended
         self._closed = False
-        self.pool, self.pids = self._start_pool()
+        self.slots: list[_Slot | None] = list(self._start_slots(processes))
         self._watchdog = threading.Thread(target=self._watch, name="pool-watchdog", daemon=True)
         self._watchdog.start()
 
-    def _start_pool(self) -> tuple[ProcessPoolExecutor, list[int]]:
-        context = multiprocessing.get_context("spawn")  # never fork a process that runs threads
-        pool = ProcessPoolExecutor(
-            self.processes, mp_context=context, initializer=_start_worker, initargs=self._start_args
-        )
-        # Start the workers now (each loads the model before its first job), not on the
-        # first requests: each submission finds no idle worker and starts one.
-        try:
-            for job in [pool.submit(_worker_pid) for _ in range(self.processes)]:
-                job.result()
+    def _start_slots(self, count: int) -> list[_Slot]:
+        """``count`` workers, started side by side; each has loaded the model when this returns."""
+        env = dict(os.environ)  # the forkserver's environment is that of its start: pass this one
+        pools = [
+            ProcessPoolExecutor(
+                1, mp_context=_context(), initializer=_start_worker, initargs=(*self._start_args, env)
+            )
+            for _ in range(count)
+        ]
+        try:  # start each now (it loads the model before its first job), not on a first request
+            pids = [job.result() for job in [pool.submit(_worker_pid) for pool in pools]]
         except BaseException:
-            pool.shutdown(wait=False, cancel_futures=True)
+            for pool in pools:
+                pool.shutdown(wait=False, cancel_futures=True)
             raise
-        return pool, sorted(pool._processes or ())
+        return [_Slot(pool, pid) for pool, pid in zip(pools, pids, strict=True)]
 
-    @staticmethod
-    def _processes(pool: ProcessPoolExecutor) -> tuple[multiprocessing.Process, ...]:
-        return tuple((pool._processes or {}).values())  # one copy: the pool's thread changes the dict
+    def _working(self) -> list[_Slot]:
+        return [s for s in self.slots if s is not None and not s.broken()]
 
-    @staticmethod
-    def _ended(processes: tuple[multiprocessing.Process, ...]) -> int:
-        """How many have ended: by their sentinels, which tell even when another waitpid caller
-        has reaped the process (``is_alive`` would then say True for ever)."""
-        try:
-            return len(wait([p.sentinel for p in processes], timeout=0))
-        except (ValueError, OSError):  # a sentinel closed: the pool is being shut down
-            return len(processes)
-
-    def _broken(self, pool: ProcessPoolExecutor) -> bool:
-        processes = self._processes(pool)
-        return bool(pool._broken) or len(processes) < self.processes or self._ended(processes) > 0
+    @property
+    def pids(self) -> list[int]:
+        """The worker processes' ids, as started (a dead one's until it is replaced)."""
+        return [s.pid for s in self.slots if s is not None]
 
     @property
     def healthy(self) -> bool:
-        """All its workers are alive (False from a worker's death until its pool is replaced)."""
-        return not self._closed and not self._broken(self.pool)
+        """All its workers are alive (False from a worker's death until its replacement runs)."""
+        return not self._closed and len(self._working()) == self.processes
 
     @property
     def alive(self) -> int:
-        """Worker processes alive now (none in a broken pool: its others are being ended)."""
-        if self.pool._broken:
-            return 0
-        processes = self._processes(self.pool)
-        return len(processes) - self._ended(processes)
+        """Worker processes alive now."""
+        return len(self._working())
+
+    @property
+    def in_flight(self) -> int:
+        """Jobs in the workers' hands now."""
+        with self._changed:
+            return sum(s.jobs for s in self.slots if s is not None)
 
     def _watch(self) -> None:
         while True:
@@ -229,39 +262,50 @@ class PooledModel:
         pause = 0.5
         while True:
             with self._changed:
-                while not self._closed and not self._broken(self.pool):
+                while not self._closed and all(s is not None and not s.broken() for s in self.slots):
                     self._changed.wait(timeout=0.2)
                 if self._closed:
                     return
-                dead = self.pool
-            log.error("a decode worker of model %s died; starting a new pool", self.version)
-            dead.shutdown(wait=False)  # its jobs fail with BrokenProcessPool, or its living workers answer
+                index = next(i for i, s in enumerate(self.slots) if s is None or s.broken())
+                dead, self.slots[index] = self.slots[index], None
+                self._changed.notify_all()
+            if dead is not None:
+                log.error("decode worker %d of model %s died; starting another", dead.pid, self.version)
+                dead.pool.shutdown(wait=False)  # its jobs fail with BrokenProcessPool
             try:
-                pool, pids = self._start_pool()
+                [slot] = self._start_slots(1)
             except Exception as exc:  # the model went missing, no memory: try again after a pause
-                log.error("decode workers did not start (%s); trying again in %.1f s", exc, pause)
+                log.error("a decode worker did not start (%s); trying again in %.1f s", exc, pause)
                 with self._changed:
                     self._changed.wait(timeout=pause)
                 pause = min(pause * 2, 10.0)
                 continue
             with self._changed:
                 if self._closed:
-                    pool.shutdown(wait=False, cancel_futures=True)
+                    slot.pool.shutdown(wait=False, cancel_futures=True)
                     return
-                self.pool, self.pids, pause = pool, pids, 0.5
+                self.slots[index], pause = slot, 0.5
                 self.restarts += 1
                 self._changed.notify_all()
-            log.info("decode workers of model %s running again: %s", self.version, pids)
+            log.info("decode worker %d of model %s running: %s", slot.pid, self.version, self.pids)
 
-    def _working_pool(self) -> ProcessPoolExecutor:
+    def _take_slot(self) -> _Slot:
+        """The working worker holding fewest jobs (waiting up to ``restart_wait`` for one),
+        its count of jobs raised."""
         deadline = time.monotonic() + self.restart_wait
         with self._changed:
-            while self._broken(self.pool) and not self._closed:
+            while True:
+                if self._closed:
+                    raise WorkerLost("this model's decode workers were retired")
+                working = self._working()
+                if working:
+                    slot = min(working, key=lambda s: s.jobs)
+                    slot.jobs += 1
+                    return slot
                 left = deadline - time.monotonic()
                 if left <= 0:
                     raise WorkerLost("no decode worker is running")
                 self._changed.wait(timeout=min(left, 0.2))
-            return self.pool
 
     def is_clean(self, text: str) -> bool:
         return self.local.is_clean(text)
@@ -277,18 +321,23 @@ class PooledModel:
         return self._in_worker(_worker_alternatives, query, REQUEST_ID.get())
 
     def _in_worker(self, fn: Callable[..., Any], *args: Any) -> Any:
-        for _ in range(2):  # a pool found broken at submission never held the job: once more
-            pool = self._working_pool()
+        for _ in range(2):  # a worker found dead at submission never held the job: once more
+            slot = self._take_slot()
             try:
-                future = pool.submit(fn, *args)
-            except BrokenProcessPool:
-                continue
-            except RuntimeError as exc:  # shut down: a reload retired this model as the job came
-                raise WorkerLost("this model's decode workers were retired") from exc
-            try:
-                return future.result()
-            except (BrokenProcessPool, CancelledError) as exc:  # its worker died holding it
-                raise WorkerLost("a decode worker died while decoding this request") from exc
+                try:
+                    future = slot.pool.submit(fn, *args)
+                except BrokenProcessPool:
+                    continue
+                except RuntimeError as exc:  # shut down: a reload retired this model as the job came
+                    raise WorkerLost("this model's decode workers were retired") from exc
+                try:
+                    return future.result()
+                except (BrokenProcessPool, CancelledError) as exc:  # its worker died holding it
+                    raise WorkerLost("a decode worker died while decoding this request") from exc
+            finally:
+                with self._changed:
+                    slot.jobs -= 1
+                    self._changed.notify_all()
         raise WorkerLost("no decode worker is running")
 
     def close(self) -> None:
@@ -296,7 +345,9 @@ class PooledModel:
             self._closed = True
             self._changed.notify_all()
         self._watchdog.join(timeout=60)
-        self.pool.shutdown(wait=True)
+        for slot in self.slots:
+            if slot is not None:
+                slot.pool.shutdown(wait=True)
 
 
 Served = LoadedModel | PooledModel

@@ -1,0 +1,17 @@
+"""Imported once by the forkserver that forks the decode workers (serve/couplets.py), so that
+every worker, a replacement for a dead one included, starts with what does not depend on the
+model already in memory: torch, the service's modules and jieba's dictionary (the
+sensitive-word filter's word boundaries, data/segment.py), about three seconds of a worker's
+start. Not ONNX Runtime: importing it starts threads of its own, and the forkserver forks
+(numpy's OpenBLAS pool, the one other thread here, stops itself around a fork); each worker
+imports it after its fork, in a few hundredths of a second."""
+
+from __future__ import annotations
+
+import torch  # noqa: F401
+
+import duilian.service  # noqa: F401
+import model.decoding.onnx_engine  # noqa: F401
+from data.segment import boundaries
+
+boundaries("春风得意")  # loads the dictionary
