@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import itertools
 import math
 import re
 from collections import Counter
@@ -63,6 +64,11 @@ def _one_blas_thread() -> Any:
     return _blas_libraries().limit(limits=1)
 
 
+def _combos(chars: Iterable[str], size: int) -> tuple[tuple[str, ...], ...]:
+    """Every set of ``size`` of the distinct ``chars``, each sorted."""
+    return tuple(itertools.combinations(sorted(set(chars)), size))
+
+
 def clauses(line: str) -> list[str]:
     """The runs of Han characters of a line (its parts between punctuation marks)."""
     return [c for c in _CLAUSE.split(line) if c]
@@ -90,6 +96,9 @@ class BannerTable:
 
     def __post_init__(self) -> None:
         self.index = {ch: i for i, ch in enumerate(self.chars)}
+        # the character vectors and a zero row for unknown characters (index len(vectors))
+        dims = self.vectors.shape[1]
+        self._padded = np.vstack([self.vectors, np.zeros((1, dims), dtype=self.vectors.dtype)])
         self.phrase_vectors = self._themes(self.phrases) if self.phrases else None
         self.phrase_prior = self._prior(self.counts)
         self._for_products()
@@ -98,8 +107,7 @@ class BannerTable:
         """``theme`` of each of ``texts`` at once, (texts, d): a table's 12,000 phrases in
         milliseconds instead of a second (at every start of a server, worker or command line)."""
         width = max(map(len, texts), default=0)
-        dims = self.vectors.shape[1]
-        padded = np.vstack([self.vectors, np.zeros((1, dims), dtype=self.vectors.dtype)])
+        padded = self._padded
         unknown = len(self.vectors)  # the zero row
         rows = np.full((len(texts), width), unknown, dtype=np.int64)
         for i, text in enumerate(texts):
@@ -116,6 +124,7 @@ class BannerTable:
         vectors = self.phrase_vectors
         self.phrase_matrix = None if vectors is None else np.ascontiguousarray(vectors.T)
         self.prior_term = (self.prior * self.phrase_prior).astype(np.float32)
+        self._phrase_combos = [_combos(p, self.same_chars) for p in self.phrases]  # for _chosen
 
     @staticmethod
     def _prior(counts: np.ndarray) -> np.ndarray:
@@ -165,31 +174,35 @@ class BannerTable:
     def _chosen(
         self, scores: np.ndarray, upper: str, lower: str, n: int, exclude: list[set[str]]
     ) -> list[tuple[str, float]]:
-        # the couplet's own words are no 横批: any four characters of a clause, and the excluded
+        # the couplet's own words are no 横批: any four characters of a clause, and the excluded.
+        # A phrase shares ``same_chars`` characters with one of them exactly when one of its
+        # sets of that many characters is one of theirs: a few set lookups a phrase
         own = [set(c[i : i + PHRASE_LEN]) for c in clauses(upper) + clauses(lower) for i in range(len(c))]
         own += exclude
-        chosen: list[tuple[str, float]] = []
-        taken = list(own)
+        same = self.same_chars
+        seen = {combo for chars in own for combo in _combos(chars, same)}
         # the best few hundred first (a partial sort); all of them only if those run out
         head = min(len(scores), 20 * n + 100)
-        best = np.argpartition(-scores, head - 1)[:head] if head < len(scores) else np.arange(len(scores))
+        cut = len(scores) - head
+        best = np.argpartition(scores, cut)[cut:] if cut > 0 else np.arange(len(scores))
         # the whole list's order only when the head runs out: sorting all 12,000 scores costs
         # about 1.4 ms, three times the rest of a ranking
         orders = (
             lambda: best[np.argsort(-scores[best], kind="stable")],
             lambda: np.argsort(-scores, kind="stable"),
         )
+        combos = self._phrase_combos
         for order in orders:
-            for i in order():
-                phrase = self.phrases[int(i)]
-                chars = set(phrase)
-                if any(len(chars & t) >= self.same_chars for t in taken):
+            chosen: list[tuple[str, float]] = []
+            taken = set(seen)
+            for i in order().tolist():
+                mine = combos[i]
+                if any(c in taken for c in mine):
                     continue
-                chosen.append((phrase, float(scores[i])))
-                taken.append(chars)
+                chosen.append((self.phrases[i], float(scores[i])))
+                taken.update(mine)
                 if len(chosen) == n:
                     return chosen
-            chosen, taken = [], list(own)  # too few in the head: the whole list, in order
         return chosen
 
     def filtered(self, keep: Iterable[bool]) -> BannerTable:
