@@ -14,7 +14,8 @@ from pathlib import Path
 
 from data.banners import BANNERS_FILE, BannerTable
 from data.tones import line_tones
-from duilian.service import load_banner_table
+from duilian.inputs import Query
+from duilian.service import Answer, load_banner_table, with_banners
 from serve.couplets import Served
 from serve.settings import Settings
 
@@ -50,3 +51,10 @@ def warm(settings: Settings, model: Served) -> None:
     a burst of first requests waited on them for most of a minute under load."""
     if banner_table(settings, model) is not None:
         line_tones("春风")
+
+
+def banners_added(settings: Settings, model: Served, query: Query, answer: Answer) -> Answer:
+    """The answer with each candidate's 横批, when there is a table (``DecodeBatcher.finish``:
+    in the decode thread, about a millisecond for five candidates)."""
+    table = banner_table(settings, model)
+    return answer if table is None else with_banners(answer, table, query.tone_mode)

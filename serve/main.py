@@ -21,6 +21,7 @@ from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from swagger_ui_bundle import swagger_ui_path
 
+from serve.banners import banners_added
 from serve.banners import warm as warm_banners
 from serve.couplets import CoupletService, Engine, Served, extra_filter, load_served
 from serve.db import FeedbackStore, make_engine
@@ -67,6 +68,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             loader=loader,
         )
         app.state.service.batcher.observer = app.state.metrics.observe_batch
+        app.state.service.batcher.finish = functools.partial(banners_added, settings)
         engine = make_engine(settings.database_url)
         app.state.feedback = FeedbackStore(engine)
         app.state.limiter = RateLimiter(settings.rate_limit_per_minute, settings.rate_limit_burst)

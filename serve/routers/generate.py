@@ -6,12 +6,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from fastapi import APIRouter, HTTPException, Request, Response, status
-from starlette.concurrency import run_in_threadpool
 
 from duilian.inputs import InputError, given_line, make_query
-from duilian.service import with_banners
 from model.decoding.plan import ConstraintError
-from serve.banners import banner_table
 from serve.batching import JOB_TIMING, JobTiming
 from serve.couplets import Busy, WorkerLost
 from serve.couplets import response as response_body
@@ -88,7 +85,4 @@ async def generate(
         JOB_TIMING.reset(token)
     response.headers["Server-Timing"] = server_timing(timing)
     metrics.withheld.labels("generate").inc(answer.filtered)
-    table = await run_in_threadpool(banner_table, settings, service.model)  # loaded on first use
-    if table is not None:  # about 2 ms a candidate: off the event loop
-        answer = await run_in_threadpool(with_banners, answer, table, query.tone_mode)
-    return response_body(answer)
+    return response_body(answer)  # with its 横批, added in the decode thread (serve.banners)

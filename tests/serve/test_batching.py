@@ -102,3 +102,26 @@ def test_batcher_groups_same_length_lines_in_arrival_order() -> None:
         ["春风", "东西"],
         ["莺歌燕舞"],
     ]
+
+
+def test_finish_runs_in_the_decode_thread_and_never_loses_an_answer() -> None:
+    """``finish`` (the server's 横批) is applied to each answer before its request wakes; an
+    answer whose finishing fails goes out as it is, and the other answers are finished."""
+    recorder = Recorder()
+    recorder.release.set()
+    batcher = DecodeBatcher(oversample=0, workers=1)
+    threads: list[str] = []
+
+    def finish(model: object, query: Query, answer: str) -> str:
+        threads.append(threading.current_thread().name)
+        if query.upper == "明月":
+            raise RuntimeError("broken table")
+        return answer + "+"
+
+    batcher.finish = finish
+    try:
+        futures = [batcher.submit(recorder, Query(u, 1)) for u in ["春风", "明月", "清风"]]
+        assert [f.result(10) for f in futures] == ["春风+", "明月", "清风+"]
+    finally:
+        batcher.close()
+    assert len(threads) == 3 and all(name.startswith("decode-") for name in threads)
