@@ -28,15 +28,15 @@ def preflight(settings: Settings) -> str:
     (or a proposer that does not fit the model), a feedback store that cannot be reached."""
     from sqlalchemy.exc import SQLAlchemyError
 
-    from model.release.bundle import FINGERPRINTS_FILE, KNOWN_FILE, check_models, verify_bundle
+    from model.release.bundle import FINGERPRINTS_FILE, check_models, known_file, verify_bundle
     from model.release.fingerprint import FingerprintIndex, KnownLowers
     from serve.db import make_engine
 
     try:
         verify_bundle(settings.model_dir)
         check_models(settings.model_dir)  # the model and the fast mode's tagger, read as load_bundle will
-        known_path = settings.model_dir / KNOWN_FILE
-        if known_path.exists():  # the known lower lines, one record per fingerprint
+        known_path = known_file(settings.model_dir)
+        if known_path is not None:  # the known lower lines, one record per fingerprint
             KnownLowers.load(FingerprintIndex.load(settings.model_dir / FINGERPRINTS_FILE), known_path)
     except (OSError, ValueError) as e:
         return f"cannot load the model bundle: {e}"

@@ -17,9 +17,12 @@ Layout of a bundle folder (the models as a Hugging Face model folder holds them,
                       from the data stage's folder; corpus text, AGPL-3.0 like the model
     pairing.npz       optional: how well characters pair at one position, counted from the
                       training pairs (data/pairing.py); the decoder adds it to its scores
-    known_lowers.txt.xz  optional: the training pairs' lower lines, one record per fingerprint
+    known_lowers.blocks  optional: the training pairs' lower lines, one record per fingerprint
                       (model.release.fingerprint.KnownLowers), so a fresh clone shows a known couplet's
-                      lower lines without the corpus; corpus text, AGPL-3.0 like the model
+                      lower lines without the corpus; corpus text, AGPL-3.0 like the model. In
+                      blocks compressed one by one, so a lookup decompresses one block; bundles
+                      made before blocks hold ``known_lowers.txt.xz`` instead, one lzma stream that
+                      a lookup decompresses whole, still read (``--convert-known`` rewrites it)
     blocked.npz       optional: the sensitive words as the search's table (model/decoding/blocked.py:
                       keys of each word's head, ids of its last character; no text), so
                       that no candidate completes a listed word
@@ -107,7 +110,8 @@ VOCAB_FILE = "spm.model"
 MODEL_FILE, PROPOSER_FILE = "model.pt", "proposer.pt"
 LEGACY_FILES = (MODEL_FILE, PROPOSER_FILE)
 FINGERPRINTS_FILE, SENSITIVE_FILE = "fingerprints.npy", "sensitive.npy"
-KNOWN_FILE = "known_lowers.txt.xz"
+KNOWN_FILE = "known_lowers.blocks"
+OLD_KNOWN_FILE = "known_lowers.txt.xz"  # bundles made before blocks: one lzma stream, still read
 PAIRING_FILE = "pairing.npz"
 MODEL_CARD, DATA_CARD, EVAL_FILE = "MODEL_CARD.md", "DATA_CARD.md", "eval.json"
 DATA_REPORT = "data_report.json"
@@ -117,7 +121,7 @@ MANIFEST_FILE = "SHA256SUMS"
 PAYLOAD_FILES = (
     WEIGHTS_FILE, CONFIG_FILE, VOCAB_FILE, PROPOSER_WEIGHTS, PROPOSER_CONFIG, REVERSE_WEIGHTS, REVERSE_CONFIG,
     *LEGACY_FILES,
-    FINGERPRINTS_FILE, SENSITIVE_FILE, KNOWN_FILE, PAIRING_FILE, BANNERS_FILE, BLOCKED_FILE,
+    FINGERPRINTS_FILE, SENSITIVE_FILE, KNOWN_FILE, OLD_KNOWN_FILE, PAIRING_FILE, BANNERS_FILE, BLOCKED_FILE,
 )  # fmt: skip
 DOC_FILES = (MODEL_CARD, DATA_CARD, EVAL_FILE, DATA_REPORT)
 log = logging.getLogger(__name__)
@@ -359,6 +363,13 @@ def install_bundle(src: str | os.PathLike[str], dst: str | os.PathLike[str]) -> 
     return out
 
 
+def known_file(root: str | os.PathLike[str]) -> Path | None:
+    """The bundle's known lower lines: ``known_lowers.blocks``, else (a bundle made before
+    blocks) ``known_lowers.txt.xz``, else None."""
+    root = Path(root)
+    return next((root / name for name in (KNOWN_FILE, OLD_KNOWN_FILE) if (root / name).is_file()), None)
+
+
 def _read_text(path: Path) -> str:
     return path.read_text(encoding="utf-8") if path.exists() else ""
 
@@ -499,8 +510,9 @@ def load_bundle(
 ) -> Bundle:
     """Load a bundle folder, its files checked against its manifest first; raises
     ``FileNotFoundError`` naming what is missing, ``BundleError`` naming a damaged file.
-    ``lazy``: the known lower lines are decompressed on the first lookup of a training line,
-    not now (the command line's start; a server reads them at start, not in a request)."""
+    ``lazy``: the known lower lines are read on the first lookup of a training line, and then
+    only the block that holds it, not now (the command line's start; a server reads them all
+    at start, not in a request)."""
     root = Path(path)
     if not has_model(root):
         raise FileNotFoundError(f"{missing_model(root)}; run `make train`")
@@ -511,7 +523,8 @@ def load_bundle(
     fps = FingerprintIndex.load(fp_path) if fp_path.exists() else FingerprintIndex(np.zeros(0, np.uint64))
     sens = np.load(sens_path, allow_pickle=False) if sens_path.exists() else np.zeros(0, np.uint64)
     ev = json.loads(_read_text(root / EVAL_FILE) or "{}")
-    known = KnownLowers.load(fps, root / KNOWN_FILE, lazy) if (root / KNOWN_FILE).is_file() else None
+    known_path = known_file(root)
+    known = KnownLowers.load(fps, known_path, lazy) if known_path is not None else None
     pairing = PairingTable.load(root / PAIRING_FILE) if (root / PAIRING_FILE).is_file() else None
     blocked = BlockedWords.load(root / BLOCKED_FILE) if (root / BLOCKED_FILE).is_file() else None
     if blocked is not None and blocked.vocab_size != len(vocab):
@@ -615,10 +628,44 @@ def add_reverse(root: str | os.PathLike[str], checkpoint: str | os.PathLike[str]
     return root / REVERSE_WEIGHTS
 
 
+def convert_known(root: str | os.PathLike[str]) -> Path:
+    """Rewrite the known lower lines of a bundle made before blocks (``known_lowers.txt.xz``) as
+    ``known_lowers.blocks``, in place: the bundle's files checked first, every fingerprint's
+    lower lines read back from the new file and compared with the old one's, the old file left
+    out, ``SHA256SUMS`` rewritten, the folder swapped in with renames. Returns the new file;
+    ``BundleError`` when there is nothing to convert. The model card, a document, still names
+    the old file until ``python -m model.card`` writes it again."""
+    root = Path(root)
+    verify_bundle(root)
+    if (root / KNOWN_FILE).is_file() or not (root / OLD_KNOWN_FILE).is_file():
+        raise BundleError(f"{root}: no {OLD_KNOWN_FILE} to convert (or {KNOWN_FILE} already)")
+    index = FingerprintIndex.load(root / FINGERPRINTS_FILE)
+    old = KnownLowers.load(index, root / OLD_KNOWN_FILE)
+    records = [old.record(i) for i in range(len(index))]
+    tmp = Path(tempfile.mkdtemp(prefix=f".{root.name}.", dir=root.parent))
+    shutil.rmtree(tmp)
+    shutil.copytree(root, tmp)
+    try:
+        (tmp / OLD_KNOWN_FILE).unlink()
+        (tmp / KNOWN_FILE).write_bytes(KnownLowers.pack(records))
+        new = KnownLowers.load(index, tmp / KNOWN_FILE)
+        differ = next((i for i, lowers in enumerate(records) if new.record(i) != lowers), None)
+        if differ is not None:
+            raise BundleError(f"{root}: record {differ} differs once converted; nothing changed")
+        write_manifest(tmp)
+        verify_bundle(tmp)
+        _swap(tmp, root)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return root / KNOWN_FILE
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(
         prog="python -m model.release.bundle",
-        description="write or check a bundle's SHA256SUMS, or convert an old bundle to safetensors",
+        description="write or check a bundle's SHA256SUMS, or convert an old bundle to safetensors "
+        "or its known lower lines to blocks",
     )
     action = p.add_mutually_exclusive_group(required=True)
     action.add_argument("--write-manifest", type=Path, metavar="DIR", help="write DIR/SHA256SUMS")
@@ -637,11 +684,18 @@ def main(argv: list[str] | None = None) -> int:
         help="put the lower_to_upper model of --checkpoint into DIR (下联求上联; trained with DIR's model's "
         "embeddings frozen) and rewrite SHA256SUMS",
     )
+    action.add_argument(
+        "--convert-known",
+        type=Path,
+        metavar="DIR",
+        help="rewrite DIR's known_lowers.txt.xz as known_lowers.blocks (a lookup then decompresses one "
+        "block, not the whole file), checked record by record, and rewrite SHA256SUMS",
+    )
     p.add_argument(
         "--checkpoint", type=Path, help="with --add-reverse: the reverse run's checkpoint (best.pt)"
     )
     args = p.parse_args(argv)
-    root = args.write_manifest or args.check or args.convert or args.add_reverse
+    root = args.write_manifest or args.check or args.convert or args.add_reverse or args.convert_known
     if not has_model(root):
         print(f"error: {missing_model(root)}", file=sys.stderr)
         return 2
@@ -656,6 +710,19 @@ def main(argv: list[str] | None = None) -> int:
             return 1
         size = sum(f.stat().st_size for f in root.iterdir() if f.is_file()) / 1e6
         print(f"wrote {weights} ({weights.stat().st_size / 1e6:.2f} MB); the bundle is {size:.2f} MB")
+        return 0
+    if args.convert_known:
+        old = (root / OLD_KNOWN_FILE).stat().st_size if (root / OLD_KNOWN_FILE).is_file() else 0
+        try:
+            path = convert_known(root)
+        except (BundleError, OSError, ValueError) as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 1
+        size = sum(f.stat().st_size for f in root.iterdir() if f.is_file()) / 1e6
+        print(
+            f"wrote {path} ({path.stat().st_size / 1e6:.2f} MB; {OLD_KNOWN_FILE} was {old / 1e6:.2f} MB); "
+            f"the bundle is {size:.2f} MB"
+        )
         return 0
     if args.convert:
         try:

@@ -31,7 +31,6 @@ from model.decoding.options import DecodeOptions
 from model.release.bundle import (
     CONFIG_FILE,
     DATA_REPORT,
-    KNOWN_FILE,
     PROPOSER_CONFIG,
     PROPOSER_WEIGHTS,
     REVERSE_CONFIG,
@@ -39,6 +38,7 @@ from model.release.bundle import (
     VOCAB_FILE,
     WEIGHTS_FILE,
     has_model,
+    known_file,
     missing_model,
     model_meta,
 )
@@ -75,11 +75,15 @@ class Goal:
         return f"| {self.name} | {shown} | {sign} {self.target:g}{self.unit} | {self.verdict()} |"
 
 
-KNOWN_NOTE = (
-    "The bundle also carries the lower lines of its training pairs (`known_lowers.txt.xz`, lzma,",
-    "found by the upper line's fingerprint), so the site shows a known couplet's lower lines",
-    "without the corpus: they are the corpus's text, AGPL-3.0 (wb14123) and MIT (verse, primers).",
-)
+def known_note(known: Path | None) -> list[str]:
+    """The card's lines on the training pairs' lower lines in the file ``known`` (none without)."""
+    if known is None:
+        return []
+    return [
+        f"The bundle also carries the lower lines of its training pairs (`{known.name}`, lzma,",
+        "found by the upper line's fingerprint), so the site shows a known couplet's lower lines",
+        "without the corpus: they are the corpus's text, AGPL-3.0 (wb14123) and MIT (verse, primers).",
+    ]
 
 
 def _read_json(path: Path | None) -> dict[str, Any]:
@@ -502,6 +506,7 @@ def render(
     ev = _read_json(bundle / "eval.json")
     meta = model_meta(bundle)
     size = bundle_size_mb(bundle)
+    known = known_file(bundle)
     tr = training_summary(train_dir)
     cfg = meta.get("model_config", {})
     lines = [
@@ -513,7 +518,7 @@ def render(
         "",
         "**License: AGPL-3.0.** The model is trained on the wb14123 corpus (AGPL-3.0), so it carries",
         "that license; the regulated-verse and primer pairs it also saw are MIT.",
-        *KNOWN_NOTE * (bundle / KNOWN_FILE).is_file(),
+        *known_note(known),
         "",
         *how_to_use(bundle),
         "## Architecture and size",
@@ -521,7 +526,7 @@ def render(
         f"- parameters: {meta.get('n_params', '–'):,}" if meta.get("n_params") else "- parameters: –",
         f"- configuration: `{json.dumps(cfg, ensure_ascii=False)}`",
         f"- bundle on disk: {size:.1f} MB (fp16 weights, vocabulary, fingerprints, "
-        + ("the training pairs' lower lines, " if (bundle / KNOWN_FILE).is_file() else "")
+        + ("the training pairs' lower lines, " if known is not None else "")
         + "cards)",
         "",
         "## Training",

@@ -49,8 +49,16 @@ def test_card_from_a_bundle(tmp_path):
         }
     }
     tagger = CoupletTagger(ModelConfig(vocab_size=len(vocab), d_model=32, n_heads=2, d_ff=64, kind="tagger"))
+    pairs = [("春风得意马蹄疾", "秋雨无声雁影孤")]
     bundle = export_bundle(
-        tmp_path / "bundle", model, vocab, proposer=tagger, eval_result=ev, step=7, preset="tiny"
+        tmp_path / "bundle",
+        model,
+        vocab,
+        proposer=tagger,
+        train_pairs=pairs,
+        eval_result=ev,
+        step=7,
+        preset="tiny",
     )
     train = tmp_path / "train"
     train.mkdir()
@@ -65,6 +73,9 @@ def test_card_from_a_bundle(tmp_path):
     assert "| BLEU-2, full test set | 11 | ≥ 10 | reached |" in card
     assert "steps: 7; wall time: 1.5 min; pairs seen: 700; the bundled checkpoint: step 7" in card
     assert "123 training pairs" in card
+    assert (
+        "training pairs (`known_lowers.blocks`, lzma," in card and "the training pairs' lower lines, " in card
+    )
     options = DecodeOptions()  # the proposer's part names the weight and shortlist the search uses
     assert f"weight {options.ensemble_weight});" in card
     assert f"{options.shortlist} characters per position" in card

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import json
 import logging
+import lzma
 import os
 import random
 import re
@@ -40,6 +41,7 @@ from model.release.bundle import (
     MANIFEST_FILE,
     MODEL_CARD,
     MODEL_FILE,
+    OLD_KNOWN_FILE,
     PAIRING_FILE,
     PAYLOAD_FILES,
     PROPOSER_CONFIG,
@@ -52,6 +54,7 @@ from model.release.bundle import (
     BundleError,
     check_models,
     convert_bundle,
+    convert_known,
     export_bundle,
     file_sha256,
     install_bundle,
@@ -170,6 +173,30 @@ def test_bundle_carries_the_known_lower_lines(tmp_path, vocab: Vocab, pairs) -> 
         load_bundle(out)
 
 
+def test_an_older_bundles_known_lines_load_and_convert_to_blocks(tmp_path, vocab: Vocab, pairs) -> None:
+    """A bundle made before blocks holds known_lowers.txt.xz, one lzma stream: it loads and
+    answers as before, and ``--convert-known`` rewrites it as blocks, the sums with it."""
+    train = [*pairs, (pairs[0][0], "另一下联")]
+    out = export_bundle(tmp_path / "bundle", make_model(vocab), vocab, train_pairs=train)
+    uppers = [u for u, _ in train]
+    want = [load_bundle(out).known_lowers(u) for u in uppers]
+    index = FingerprintIndex.load(out / FINGERPRINTS_FILE)
+    records = [KnownLowers.load(index, out / KNOWN_FILE).record(i) for i in range(len(index))]
+    text = "".join("\t".join(lowers) + "\n" for lowers in records)
+    (out / KNOWN_FILE).unlink()
+    (out / OLD_KNOWN_FILE).write_bytes(lzma.compress(text.encode("utf-8")))
+    write_manifest(out)
+    assert [load_bundle(out, lazy=lazy).known_lowers(u) for lazy in (False, True) for u in uppers] == want * 2
+    from model.release.bundle import main as bundle_main
+
+    assert bundle_main(["--convert-known", str(out)]) == 0
+    assert not (out / OLD_KNOWN_FILE).exists() and set(read_manifest(out) or {}) >= {KNOWN_FILE}
+    assert OLD_KNOWN_FILE not in (read_manifest(out) or {})
+    assert [load_bundle(out).known_lowers(u) for u in uppers] == want and want[0][-1] == "另一下联"
+    with pytest.raises(BundleError, match=r"no known_lowers\.txt\.xz to convert"):
+        convert_known(out)
+
+
 def test_bundle_carries_the_pairing_table_of_its_training_pairs(tmp_path, vocab: Vocab, pairs) -> None:
     model = make_model(vocab)
     out = export_bundle(tmp_path / "bundle", model, vocab, train_pairs=pairs)
@@ -275,7 +302,10 @@ def test_bundle_manifest_lists_the_payload_and_refuses_a_damaged_file(tmp_path, 
         tmp_path / "bundle", vocab, pairs, banners=phrases, data_report={"pairs": 3}, blocked=blocked
     )
     written = {p.name for p in out.iterdir()}
-    payload = set(PAYLOAD_FILES) - set(LEGACY_FILES)  # new bundles hold no .pt files
+    payload = set(PAYLOAD_FILES) - {
+        *LEGACY_FILES,
+        OLD_KNOWN_FILE,
+    }  # new bundles: no .pt, known lines in blocks
     assert written == {*payload, *DOC_FILES, MANIFEST_FILE}  # a new file is payload or a document
     assert read_manifest(out) == {name: file_sha256(out / name) for name in payload}
     assert verify_bundle(out)
@@ -294,7 +324,7 @@ def test_bundle_manifest_lists_the_payload_and_refuses_a_damaged_file(tmp_path, 
         (out / name).write_bytes(good)
     load_bundle(out)
     (out / KNOWN_FILE).unlink()
-    with pytest.raises(BundleError, match=r"known_lowers\.txt\.xz: listed in SHA256SUMS but missing"):
+    with pytest.raises(BundleError, match=r"known_lowers\.blocks: listed in SHA256SUMS but missing"):
         load_bundle(out)
 
 
