@@ -12,6 +12,7 @@ but the service only checks a few candidates per request.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from collections.abc import Iterable
 from pathlib import Path
@@ -46,8 +47,10 @@ def _bigrams(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return (a * np.uint32(_MULT) + b) & np.uint32(_BITMAP_SIZE - 1)
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def word_hash(word: str) -> int:
-    """A stable 64-bit hash of a word (blake2b, 8-byte digest, little-endian)."""
+    """A stable 64-bit hash of a word (blake2b, 8-byte digest, little-endian). Remembered: a
+    line's checks hash every piece of it, and an answer's candidates share most pieces."""
     return int.from_bytes(hashlib.blake2b(word.encode("utf-8"), digest_size=8).digest(), "little")
 
 
