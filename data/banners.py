@@ -69,6 +69,12 @@ def _combos(chars: Iterable[str], size: int) -> tuple[tuple[str, ...], ...]:
     return tuple(itertools.combinations(sorted(set(chars)), size))
 
 
+@functools.lru_cache(maxsize=1 << 14)
+def _window_combos(window: str, size: int) -> tuple[tuple[str, ...], ...]:
+    """``_combos`` of a window of a line (an answer's candidates share their upper line's)."""
+    return _combos(window, size)
+
+
 def clauses(line: str) -> list[str]:
     """The runs of Han characters of a line (its parts between punctuation marks)."""
     return [c for c in _CLAUSE.split(line) if c]
@@ -177,10 +183,10 @@ class BannerTable:
         # the couplet's own words are no 横批: any four characters of a clause, and the excluded.
         # A phrase shares ``same_chars`` characters with one of them exactly when one of its
         # sets of that many characters is one of theirs: a few set lookups a phrase
-        own = [set(c[i : i + PHRASE_LEN]) for c in clauses(upper) + clauses(lower) for i in range(len(c))]
-        own += exclude
         same = self.same_chars
-        seen = {combo for chars in own for combo in _combos(chars, same)}
+        own = [c[i : i + PHRASE_LEN] for c in clauses(upper) + clauses(lower) for i in range(len(c))]
+        seen = {combo for window in own for combo in _window_combos(window, same)}
+        seen.update(combo for chars in exclude for combo in _combos(chars, same))
         # the best few hundred first (a partial sort); all of them only if those run out
         head = min(len(scores), 20 * n + 100)
         cut = len(scores) - head

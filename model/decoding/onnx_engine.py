@@ -218,10 +218,13 @@ class _Graph:
         self.session = _session(graph, threads)
 
     def __call__(self, *args: Tensor) -> list[Tensor]:
-        feed = {
-            name: np.ascontiguousarray(a.detach().numpy()) for name, a in zip(self.inputs, args, strict=True)
-        }
-        return [torch.from_numpy(out) for out in self.session.run(None, feed)]
+        return [torch.from_numpy(out) for out in self.arrays(*(a.detach().numpy() for a in args))]
+
+    def arrays(self, *args: np.ndarray) -> list[np.ndarray]:
+        """The graph on arrays, giving arrays (the search's cache stays in numpy between steps:
+        no tensor made of each array and back again, 20 inputs a step)."""
+        feed = {name: np.ascontiguousarray(a) for name, a in zip(self.inputs, args, strict=True)}
+        return cast(list[np.ndarray], self.session.run(None, feed))
 
 
 # ---- the encoder-decoder ------------------------------------------------------------------
@@ -391,11 +394,11 @@ class _ScoredStep(_Step):
         return torch.log_softmax(logits, dim=-1).reshape(-1, m), *present
 
 
-Layers = tuple[Tensor, ...]  # one tensor per decoder layer
+Layers = tuple[np.ndarray, ...]  # one array per decoder layer
 
 
-def _rows(tensors: Layers, index: Tensor) -> Layers:
-    return tuple(t.index_select(0, index) for t in tensors)
+def _rows(arrays: Layers, index: np.ndarray) -> Layers:
+    return tuple(a.take(index, axis=0) for a in arrays)
 
 
 @dataclass
@@ -403,21 +406,22 @@ class OnnxCache:
     """The search's state between steps, per decoder layer: past self-attention keys
     (B, H, dh, P) and values (B, H, P, dh), cross keys (B, H, dh, S) and values (B, H, S, dh);
     and the aligned encoder states (B, S, d). Keys are kept transposed, as the step
-    multiplies by them."""
+    multiplies by them. Arrays, as ONNX Runtime takes and gives them."""
 
     k: Layers
     v: Layers
     ck: Layers
     cv: Layers
-    aligned: Tensor
+    aligned: np.ndarray
 
     def select(self, index: Tensor) -> OnnxCache:
+        rows = index.numpy()
         return OnnxCache(
-            _rows(self.k, index),
-            _rows(self.v, index),
-            _rows(self.ck, index),
-            _rows(self.cv, index),
-            self.aligned.index_select(0, index),
+            _rows(self.k, rows),
+            _rows(self.v, rows),
+            _rows(self.ck, rows),
+            _rows(self.cv, rows),
+            self.aligned.take(rows, axis=0),
         )
 
 
@@ -532,10 +536,10 @@ class OnnxTransformer:
 
     def new_cache(self, memory: Tensor, src: Tensor) -> OnnxCache:
         _unpadded(src)
-        aligned, *kv = self._prepare(memory)
+        aligned, *kv = self._prepare.arrays(memory.numpy())
         n_layers = len(kv) // 2
         n, h, dh, _ = kv[0].shape
-        empty_k, empty_v = aligned.new_zeros(n, h, dh, 0), aligned.new_zeros(n, h, 0, dh)
+        empty_k, empty_v = np.zeros((n, h, dh, 0), aligned.dtype), np.zeros((n, h, 0, dh), aligned.dtype)
         return OnnxCache(
             (empty_k,) * n_layers, (empty_v,) * n_layers, tuple(kv[:n_layers]), tuple(kv[n_layers:]), aligned
         )
@@ -555,18 +559,25 @@ class OnnxTransformer:
     ) -> Tensor:
         if not 0 <= pos < self.cfg.max_len:
             raise ValueError(f"position {pos} outside 0..{self.cfg.max_len - 1}")
-        if pos < cache.aligned.size(1):
+        if pos < cache.aligned.shape[1]:
             aligned = cache.aligned[:, pos]
         else:  # the end of sequence after the line: no source character there
-            aligned = cache.aligned.new_zeros(cache.aligned.size(0), cache.aligned.size(2))
+            aligned = np.zeros((cache.aligned.shape[0], cache.aligned.shape[2]), cache.aligned.dtype)
         past_k = [k[..., :pos] for k in cache.k]  # a step again at pos replaces it
         past_v = [v[:, :, :pos] for v in cache.v]
-        out, *present = graph(
-            prev, torch.tensor([pos]), aligned, *extra, *past_k, *past_v, *cache.ck, *cache.cv
+        out, *present = graph.arrays(
+            prev.numpy(),
+            np.array([pos], dtype=np.int64),
+            aligned,
+            *(t.detach().numpy() for t in extra),
+            *past_k,
+            *past_v,
+            *cache.ck,
+            *cache.cv,
         )
         n_layers = len(present) // 2
         cache.k, cache.v = tuple(present[:n_layers]), tuple(present[n_layers:])
-        return out
+        return torch.from_numpy(out)
 
     def step(self, cache: OnnxCache, prev: Tensor, pos: int) -> Tensor:
         return self.head(self.step_states(cache, prev, pos))
@@ -578,7 +589,8 @@ class OnnxTransformer:
     @staticmethod
     def reorder_beams(cache: OnnxCache, parent: Tensor) -> OnnxCache:
         """Beams that stay within their request: only the self-attention keys/values move."""
-        return OnnxCache(_rows(cache.k, parent), _rows(cache.v, parent), cache.ck, cache.cv, cache.aligned)
+        rows = parent.numpy()
+        return OnnxCache(_rows(cache.k, rows), _rows(cache.v, rows), cache.ck, cache.cv, cache.aligned)
 
     def decode_states(self, memory: Tensor, src: Tensor, tgt_in: Tensor) -> Tensor:
         return self._states(memory, src, tgt_in)[0]
