@@ -27,7 +27,7 @@ import itertools
 import math
 import re
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -102,6 +102,8 @@ class BannerTable:
 
     def __post_init__(self) -> None:
         self.index = {ch: i for i, ch in enumerate(self.chars)}
+        self._allowed: Callable[[str], bool] | None = None  # ``screened``
+        self._verdicts: dict[int, bool] = {}
         # the character vectors and a zero row for unknown characters (index len(vectors))
         dims = self.vectors.shape[1]
         self._padded = np.vstack([self.vectors, np.zeros((1, dims), dtype=self.vectors.dtype)])
@@ -203,13 +205,29 @@ class BannerTable:
             taken = set(seen)
             for i in order().tolist():
                 mine = combos[i]
-                if any(c in taken for c in mine):
+                if any(c in taken for c in mine) or not self._passes(i):
                     continue
                 chosen.append((self.phrases[i], float(scores[i])))
                 taken.update(mine)
                 if len(chosen) == n:
                     return chosen
         return chosen
+
+    def _passes(self, i: int) -> bool:
+        if self._allowed is None:
+            return True
+        verdict = self._verdicts.get(i)
+        if verdict is None:  # (two threads may both ask: the same answer)
+            verdict = self._verdicts[i] = self._allowed(self.phrases[i])
+        return verdict
+
+    def screened(self, allowed: Callable[[str], bool]) -> BannerTable:
+        """The table whose rankings skip the phrases ``allowed`` refuses, each asked once, when
+        a ranking reaches it: not all 12,000 phrases at load (0.4 s of every start of the
+        command line), which ``filtered`` does. The prior keeps the whole table's scale."""
+        table = copy.copy(self)
+        table._allowed, table._verdicts = allowed, {}
+        return table
 
     def filtered(self, keep: Iterable[bool]) -> BannerTable:
         """The table with only the phrases ``keep`` says, their theme vectors taken over (not
@@ -222,6 +240,7 @@ class BannerTable:
         table.phrase_vectors = vectors[mask] if vectors is not None and table.phrases else None
         table.phrase_prior = self._prior(table.counts)
         table._for_products()
+        table._verdicts = {}  # by position: the kept phrases' positions are new
         return table
 
     def save(self, path: Path) -> Path:

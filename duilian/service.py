@@ -232,14 +232,14 @@ DEFAULT_ENGINE = Engine()  # eager PyTorch in fp32 (the site's default is SERVE_
 
 
 def load_banner_table(path: Path, is_clean: Callable[[str], bool]) -> BannerTable | None:
-    """A 横批 table without the phrases ``is_clean`` refuses; None when the file is unreadable
-    (the service works without 横批)."""
+    """A 横批 table that never gives a phrase ``is_clean`` refuses; None when the file is
+    unreadable (the service works without 横批)."""
     try:
         table = BannerTable.load(path)
     except (OSError, ValueError, KeyError) as exc:
         log.warning("横批 table not loaded from %s: %s", path, exc)
         return None
-    table = table.filtered(is_clean(p) for p in table.phrases)
+    table = table.screened(is_clean)
     log.info("横批 table: %d phrases from %s", len(table.phrases), path)
     return table
 

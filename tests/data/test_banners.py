@@ -112,3 +112,22 @@ def test_ranking_several_couplets_at_once_ranks_each_as_alone(table: BannerTable
     assert together[1] == [] and together[0] and together[0] == together[3]
     for r, a in zip(together, alone, strict=True):
         assert [round(s, 5) for _, s in r] == [round(s, 5) for _, s in a]
+
+
+def test_a_screened_table_skips_refused_phrases_and_asks_only_about_those_it_reaches(
+    table: BannerTable,
+) -> None:
+    first = [p for p, _ in table.rank("红梅报喜", "绿柳迎新", n=3)]
+    asked: list[str] = []
+
+    def allowed(phrase: str) -> bool:
+        asked.append(phrase)
+        return phrase != first[0]
+
+    screened = table.screened(allowed)
+    ranked = [p for p, _ in screened.rank("红梅报喜", "绿柳迎新", n=3)]
+    assert first[0] not in ranked and ranked[:2] == first[1:]  # the rest keep their order
+    assert len(asked) < len(table.phrases) and len(set(asked)) == len(asked)
+    again = [p for p, _ in screened.rank("红梅报喜", "绿柳迎新", n=3)]
+    assert again == ranked and len(set(asked)) == len(asked)  # each verdict asked once
+    assert [p for p, _ in table.rank("红梅报喜", "绿柳迎新", n=3)] == first  # the table itself unchanged
