@@ -64,7 +64,8 @@ import re
 import shutil
 import sys
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
@@ -593,6 +594,24 @@ def convert_bundle(root: str | os.PathLike[str]) -> list[str]:
     return written
 
 
+@contextmanager
+def _changed_copy(root: Path) -> Iterator[Path]:
+    """A copy of the bundle ``root`` beside it, to change in the block; then its manifest written
+    again, the copy checked and swapped in for ``root`` with renames. Removed, ``root`` left as
+    it was, when the block or the check fails."""
+    tmp = Path(tempfile.mkdtemp(prefix=f".{root.name}.", dir=root.parent))
+    shutil.rmtree(tmp)
+    shutil.copytree(root, tmp)
+    try:
+        yield tmp
+        write_manifest(tmp)
+        verify_bundle(tmp)
+        _swap(tmp, root)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
 def add_reverse(root: str | os.PathLike[str], checkpoint: str | os.PathLike[str]) -> Path:
     """Put the lower_to_upper model of ``checkpoint`` (a training checkpoint, e.g. a reverse run's
     ``best.pt``) into the bundle ``root``, replacing its reverse model if it has one: the bundle's
@@ -608,10 +627,7 @@ def add_reverse(root: str | os.PathLike[str], checkpoint: str | os.PathLike[str]
     if its_vocab.to_bytes() != vocab.to_bytes():
         raise BundleError(f"{checkpoint}: its vocabulary differs from {root / VOCAB_FILE}")
     check_reverse(model, reverse)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{root.name}.", dir=root.parent))
-    shutil.rmtree(tmp)
-    shutil.copytree(root, tmp)
-    try:
+    with _changed_copy(root) as tmp:
         trained = {"step": meta.get("step", 0), "best_valid": meta.get("best_valid")}
         shared = dict.fromkeys(SHARED_WITH_MAIN, WEIGHTS_FILE)
         save_model_files(
@@ -621,10 +637,6 @@ def add_reverse(root: str | os.PathLike[str], checkpoint: str | os.PathLike[str]
         loaded = load_reverse(tmp, vocab)
         if loaded is None or not torch.equal(loaded.embed.weight, model.embed.weight):
             raise BundleError(f"{root}: the reverse model did not load back with the model's embeddings")
-        _swap(tmp, root)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     return root / REVERSE_WEIGHTS
 
 
@@ -642,22 +654,13 @@ def convert_known(root: str | os.PathLike[str]) -> Path:
     index = FingerprintIndex.load(root / FINGERPRINTS_FILE)
     old = KnownLowers.load(index, root / OLD_KNOWN_FILE)
     records = [old.record(i) for i in range(len(index))]
-    tmp = Path(tempfile.mkdtemp(prefix=f".{root.name}.", dir=root.parent))
-    shutil.rmtree(tmp)
-    shutil.copytree(root, tmp)
-    try:
+    with _changed_copy(root) as tmp:
         (tmp / OLD_KNOWN_FILE).unlink()
         (tmp / KNOWN_FILE).write_bytes(KnownLowers.pack(records))
         new = KnownLowers.load(index, tmp / KNOWN_FILE)
         differ = next((i for i, lowers in enumerate(records) if new.record(i) != lowers), None)
         if differ is not None:
             raise BundleError(f"{root}: record {differ} differs once converted; nothing changed")
-        write_manifest(tmp)
-        verify_bundle(tmp)
-        _swap(tmp, root)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     return root / KNOWN_FILE
 
 
