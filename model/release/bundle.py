@@ -561,13 +561,8 @@ def convert_bundle(root: str | os.PathLike[str]) -> list[str]:
         raise BundleError(f"{root}: already in the safetensors layout ({WEIGHTS_FILE})")
     verify_bundle(root)
     old_model, vocab, meta, old_proposer = load_models(root, torch.float16)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{root.name}.", dir=root.parent))
-    os.chmod(tmp, 0o755)
     written = [VOCAB_FILE, WEIGHTS_FILE, CONFIG_FILE]
-    try:
-        for p in root.iterdir():
-            if p.is_file() and p.name not in (*LEGACY_FILES, MANIFEST_FILE):
-                shutil.copy2(p, tmp / p.name)
+    with _changed_copy(root, leave_out=(*LEGACY_FILES, MANIFEST_FILE)) as tmp:
         (tmp / VOCAB_FILE).write_bytes(vocab.to_bytes())
         training = {k: v for k, v in meta.items() if k not in ("format_version", "model_config", "trainer")}
         save_model_files(old_model, vocab, tmp / WEIGHTS_FILE, tmp / CONFIG_FILE, VOCAB_FILE, training)
@@ -585,24 +580,25 @@ def convert_bundle(root: str | os.PathLike[str]) -> list[str]:
             raise BundleError(f"{root}: the converted proposer differs from {PROPOSER_FILE}; nothing changed")
         if {k: meta2.get(k) for k in training} != training:
             raise BundleError(f"{root}: the converted training record differs; nothing changed")
-        write_manifest(tmp)
-        verify_bundle(tmp)
-        _swap(tmp, root)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     return written
 
 
 @contextmanager
-def _changed_copy(root: Path) -> Iterator[Path]:
-    """A copy of the bundle ``root`` beside it, to change in the block; then its manifest written
-    again, the copy checked and swapped in for ``root`` with renames. Removed, ``root`` left as
-    it was, when the block or the check fails."""
+def _changed_copy(root: Path, leave_out: Iterable[str] = ()) -> Iterator[Path]:
+    """A copy of the bundle ``root`` beside it (less the files ``leave_out`` names), to change
+    in the block; then its manifest written again, the copy checked and swapped in for ``root``
+    with renames. Removed, ``root`` left as it was, when the block or the check fails."""
     tmp = Path(tempfile.mkdtemp(prefix=f".{root.name}.", dir=root.parent))
-    shutil.rmtree(tmp)
-    shutil.copytree(root, tmp)
     try:
+        shutil.copystat(root, tmp)  # its permissions, not mkdtemp's owner-only ones
+        skipped = set(leave_out)
+        for p in root.iterdir():
+            if p.name in skipped:
+                continue
+            if p.is_dir():
+                shutil.copytree(p, tmp / p.name)
+            else:
+                shutil.copy2(p, tmp / p.name)
         yield tmp
         write_manifest(tmp)
         verify_bundle(tmp)
