@@ -180,6 +180,10 @@ def _context() -> multiprocessing.context.BaseContext:
     return context
 
 
+class _Unsent(Exception):
+    """A job that never reached its worker (dead): another worker may take it."""
+
+
 class _Slot:
     """One decode worker: a process of its own, and the server's end of its pipe. One job at a
     time goes down the pipe (``lock``); ``jobs`` counts those holding or waiting for it. A
@@ -220,12 +224,18 @@ class _Slot:
             return True
 
     def call(self, fn: Callable[..., Any], *args: Any) -> Any:
-        """``fn(*args)`` in the worker; WorkerLost if it dies before answering."""
+        """``fn(*args)`` in the worker; ``_Unsent`` if the job never reached it (dead already: its
+        death not yet told by its sentinel, which the forkserver sets once it has reaped it),
+        WorkerLost if it dies before answering."""
         with self.lock:
             if self.lost:
-                raise WorkerLost("a decode worker died")
+                raise _Unsent
             try:
                 self.conn.send((fn, args))
+            except OSError as exc:  # a broken pipe: nobody reads its other end
+                self.lost = True
+                raise _Unsent from exc
+            try:
                 kind, value = self.conn.recv()
             except (EOFError, OSError) as exc:  # its end closed: it died holding the job
                 self.lost = True
@@ -390,13 +400,17 @@ class PooledModel:
         return self._in_worker(_worker_alternatives, query, REQUEST_ID.get())
 
     def _in_worker(self, fn: Callable[..., Any], *args: Any) -> Any:
-        slot = self._take_slot()
-        try:
-            return slot.call(fn, *args)
-        finally:
-            with self._changed:
-                slot.jobs -= 1
-                self._changed.notify_all()
+        for _ in range(self.processes + 1):  # a job no worker received goes to another, or waits
+            slot = self._take_slot()
+            try:
+                return slot.call(fn, *args)
+            except _Unsent:
+                continue
+            finally:
+                with self._changed:
+                    slot.jobs -= 1
+                    self._changed.notify_all()
+        raise WorkerLost("no decode worker is running")
 
     def close(self) -> None:
         with self._changed:
