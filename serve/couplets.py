@@ -224,9 +224,10 @@ class _Slot:
             return True
 
     def call(self, fn: Callable[..., Any], *args: Any) -> Any:
-        """``fn(*args)`` in the worker; ``_Unsent`` if the job never reached it (dead already: its
-        death not yet told by its sentinel, which the forkserver sets once it has reaped it),
-        WorkerLost if it dies before answering."""
+        """``fn(*args)`` in the worker; WorkerLost if it dies holding the job. ``_Unsent`` if it
+        never read it (dead already, its death not yet told by its sentinel, which the forkserver
+        sets once it has reaped it; or dead with the job still unread in its socket, which the
+        kernel tells by resetting the connection, where a worker that had read it ends cleanly)."""
         with self.lock:
             if self.lost:
                 raise _Unsent
@@ -237,7 +238,10 @@ class _Slot:
                 raise _Unsent from exc
             try:
                 kind, value = self.conn.recv()
-            except (EOFError, OSError) as exc:  # its end closed: it died holding the job
+            except ConnectionResetError as exc:  # it closed with the job unread: it never had it
+                self.lost = True
+                raise _Unsent from exc
+            except (EOFError, OSError) as exc:  # its end closed with nothing unread: it held the job
                 self.lost = True
                 raise WorkerLost("a decode worker died while decoding this request") from exc
         if kind == "error":
