@@ -133,10 +133,6 @@ def _worker_alternatives(query: AlternativesQuery, request_id: str = NO_REQUEST)
     return _WORKER_MODEL.alternatives(query)
 
 
-def _worker_pid() -> int:
-    return os.getpid()
-
-
 def _worker_main(conn: Connection, start_args: tuple[Any, ...]) -> None:
     """A decode worker's life: load the model, say so (``("ready", pid)``, or ``("failed",
     why)``), then answer one job at a time on ``conn``, ``(fn, args)`` -> ``("ok", result)`` or
@@ -173,8 +169,9 @@ PRELOAD = "serve.worker_preload"  # what the forkserver imports once, for every 
 
 def _context() -> multiprocessing.context.BaseContext:
     """Workers are forked from a forkserver (a fresh process that only imports; never a fork
-    of this server, which runs threads) that has imported torch, ONNX Runtime, the service
-    and jieba's dictionary once: a replacement worker skips about four seconds of imports."""
+    of this server, which runs threads) that has imported torch, the service and jieba's
+    dictionary once (serve/worker_preload.py; not ONNX Runtime, whose import starts threads):
+    a replacement worker skips about four seconds of imports."""
     context = multiprocessing.get_context("forkserver")
     context.set_forkserver_preload([PRELOAD])
     return context
@@ -188,7 +185,7 @@ class _Slot:
     """One decode worker: a process of its own, and the server's end of its pipe. One job at a
     time goes down the pipe (``lock``); ``jobs`` counts those holding or waiting for it. A
     plain pipe, not a ``ProcessPoolExecutor``: its feeder and result threads cost the server
-    0.55 ms of CPU a job where the pipe costs 0.04 (a round trip, measured), and the worker's
+    0.55 ms of CPU a job where the pipe costs 0.12 (a round trip, measured), and the worker's
     death is simply the end of the pipe."""
 
     def __init__(self, context: Any, start_args: tuple[Any, ...]) -> None:
