@@ -27,8 +27,6 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 import numpy as np
-import torch
-from torch import Tensor
 
 from data.segment import counts_as_word
 from model.decoding.plan import ConstraintError, Plan
@@ -41,12 +39,12 @@ _MOD = (2147483647, 2147483629)
 _MUL = (1000003, 999983)
 
 
-def word_keys(ids: Tensor, length: int) -> Tensor:
+def word_keys(ids: np.ndarray, length: int) -> np.ndarray:
     """ids (..., m) -> (...,) int64 keys of these m ids as the head of a ``length``-long word."""
-    h1 = torch.full(ids.shape[:-1], length, dtype=torch.long)
-    h2 = h1.clone()
-    for j in range(ids.size(-1)):
-        t = ids[..., j].long() + 1
+    h1 = np.full(ids.shape[:-1], length, dtype=np.int64)
+    h2 = h1.copy()
+    for j in range(ids.shape[-1]):
+        t = ids[..., j].astype(np.int64) + 1
         h1 = (h1 * _MUL[0] + t) % _MOD[0]
         h2 = (h2 * _MUL[1] + t) % _MOD[1]
     return h1 * (1 << 31) + h2
@@ -66,11 +64,11 @@ class BlockedWords:
 
     def __init__(self, keys: np.ndarray, last: np.ndarray, lengths: Iterable[int], vocab_size: int) -> None:
         order = np.argsort(keys, kind="stable")
-        self.keys = torch.from_numpy(np.ascontiguousarray(keys[order], dtype=np.int64))
-        self.last = torch.from_numpy(np.ascontiguousarray(last[order], dtype=np.int64))
+        self.keys = np.ascontiguousarray(keys[order], dtype=np.int64)
+        self.last = np.ascontiguousarray(last[order], dtype=np.int64)
         self.lengths = tuple(sorted(set(int(n) for n in lengths)))
         self.vocab_size = int(vocab_size)
-        self._full: Tensor | None = None  # keys of the whole words, sorted (for ``contains``)
+        self._full: np.ndarray | None = None  # keys of the whole words, sorted (for ``contains``)
         self._by_key: dict[int, list[int]] | None = None
 
     @classmethod
@@ -82,7 +80,7 @@ class BlockedWords:
             ids = [index.get(ch, -1) for ch in word]
             if not word or min(ids) < 0:
                 continue
-            keys.append(int(word_keys(torch.tensor(ids[:-1]), len(ids))))
+            keys.append(key_of(ids[:-1], len(ids)))
             last.append(ids[-1])
             lengths.add(len(ids))
         return cls(np.array(keys, dtype=np.int64), np.array(last, dtype=np.int64), lengths, len(pieces))
@@ -94,8 +92,8 @@ class BlockedWords:
         if other.vocab_size != self.vocab_size:
             raise ValueError("blocked-word tables of different vocabularies")
         return BlockedWords(
-            torch.cat([self.keys, other.keys]).numpy(),
-            torch.cat([self.last, other.last]).numpy(),
+            np.concatenate([self.keys, other.keys]),
+            np.concatenate([self.last, other.last]),
             self.lengths + other.lengths,
             self.vocab_size,
         )
@@ -104,8 +102,8 @@ class BlockedWords:
         with open(path, "wb") as f:
             np.savez_compressed(
                 f,
-                keys=self.keys.numpy(),
-                last=self.last.numpy(),
+                keys=self.keys,
+                last=self.last,
                 lengths=np.array(self.lengths, dtype=np.int64),
                 vocab_size=np.array(self.vocab_size),
             )
@@ -130,16 +128,18 @@ class BlockedWords:
         """The listed words of one character (banned everywhere)."""
         return self.by_key.get(key_of((), 1), [])
 
-    def contains(self, ids: Tensor, length: int) -> Tensor:
+    def contains(self, ids: np.ndarray, length: int) -> np.ndarray:
         """ids (..., length) -> (...) whether each row of ids is a listed word."""
         if self._full is None:
             h1, h2 = self.keys >> 31, self.keys & ((1 << 31) - 1)
             t = self.last + 1
             full = ((h1 * _MUL[0] + t) % _MOD[0]) * (1 << 31) + (h2 * _MUL[1] + t) % _MOD[1]
-            self._full = full.sort().values
+            self._full = np.sort(full)
         query = word_keys(ids, length)
-        at = torch.searchsorted(self._full, query).clamp(max=max(len(self._full) - 1, 0))
-        return (self._full[at] == query) if len(self._full) else torch.zeros_like(query, dtype=torch.bool)
+        if not len(self._full):
+            return np.zeros(query.shape, dtype=bool)
+        at = np.minimum(np.searchsorted(self._full, query), len(self._full) - 1)
+        return self._full[at] == query
 
     def check_plan(self, plan: Plan) -> None:
         """Raise ConstraintError when the user's own constraints (locks, and the repeats and
@@ -179,7 +179,7 @@ class NoBlockedWords(StepRuleBase):
         self.blocked = blocked
         self.length = len(plans[0].upper)
         self.multi = [k for k in blocked.lengths if k > 1]
-        self.singles = torch.tensor(blocked.singles, dtype=torch.long)
+        self.singles = np.array(blocked.singles, dtype=np.int64)
         # counts[n][e][k]: a word of k characters ending at position e of request n counts
         self.counts: list[list[list[bool]]] = []
         self.ahead: list[dict[int, list[list[tuple[str, int]]]]] = []
@@ -193,20 +193,21 @@ class NoBlockedWords(StepRuleBase):
                 ]
             )
             self.ahead.append(_windows_ahead(plan, blocked.lengths, bounds))
-        self.columns: Tensor | None = None  # (N, M) token of each shortlist column
-        self.single_columns: Tensor | None = None  # (N, M) the columns holding a listed character
+        self.columns: np.ndarray | None = None  # (N, M) token of each shortlist column
+        self.single_columns: np.ndarray | None = None  # (N, M) the columns holding a listed character
 
-    def __call__(self, scores: Tensor, step: Step) -> Tensor:
+    def __call__(self, scores: np.ndarray, step: Step) -> np.ndarray:
         pos = step.pos
         if pos >= self.length:
             return scores
         if self.columns is None:
             prefix = step.prefix
-            scores = scores.index_fill(1, self.singles, NEG_INF) if len(self.singles) else scores
+            if len(self.singles):
+                scores[:, self.singles] = NEG_INF
         else:
-            prefix = self.columns[step.row].gather(1, step.prefix)
+            prefix = np.take_along_axis(self.columns[step.row], step.prefix, 1)
             if self.single_columns is not None:
-                scores = scores.masked_fill(self.single_columns[step.row], NEG_INF)
+                scores[self.single_columns[step.row]] = NEG_INF
         # words that end here: each row's last characters looked up (a few rows: Python is quicker)
         rows: list[int] = []
         toks: list[int] = []
@@ -224,42 +225,43 @@ class NoBlockedWords(StepRuleBase):
         ahead = [(n, w[pos]) for n, w in enumerate(self.ahead) if pos in w]
         if not rows and not ahead:
             return scores
-        scores = scores.clone()
         if rows:
-            r, t = torch.tensor(rows), torch.tensor(toks)
+            r, t = np.array(rows), np.array(toks)
             if self.columns is None:
                 scores[r, t] = NEG_INF
             else:
                 match = self.columns[step.row[r]] == t[:, None]  # (F, M) the column holding each token
                 listed = match.any(1)
-                scores[r[listed], match[listed].int().argmax(1)] = NEG_INF
+                scores[r[listed], match[listed].argmax(1)] = NEG_INF
         for n, windows in ahead:
-            rows_n = torch.nonzero(step.row == n).view(-1)
+            rows_n = np.flatnonzero(step.row == n)
             if not len(rows_n):
                 continue
-            choice = torch.arange(scores.size(1)) if self.columns is None else self.columns[n]  # (V,) or (M,)
+            choice = np.arange(scores.shape[1]) if self.columns is None else self.columns[n]  # (V,) or (M,)
             for window in windows:
-                ids = torch.stack([_slot(kind, at, prefix[rows_n], choice) for kind, at in window], -1)
+                ids = np.stack([_slot(kind, at, prefix[rows_n], choice) for kind, at in window], -1)
                 bad = self.blocked.contains(ids, len(window))  # (R, V)
-                scores[rows_n] = scores[rows_n].masked_fill(bad, NEG_INF)
+                part = scores[rows_n]
+                part[bad] = NEG_INF
+                scores[rows_n] = part
         return scores
 
-    def on_columns(self, ids: Tensor) -> NoBlockedWords:
+    def on_columns(self, ids: np.ndarray) -> NoBlockedWords:
         out = copy.copy(self)
         out.columns = ids
-        out.single_columns = torch.isin(ids, self.singles) if len(self.singles) else None
+        out.single_columns = np.isin(ids, self.singles) if len(self.singles) else None
         return out
 
 
-def _slot(kind: str, at: int, prefix: Tensor, choice: Tensor) -> Tensor:
+def _slot(kind: str, at: int, prefix: np.ndarray, choice: np.ndarray) -> np.ndarray:
     """One character of a window ahead, (R, V): the token chosen now, a character of the
     prefix, or a fixed id."""
-    rows, width = prefix.size(0), choice.size(0)
+    rows, width = prefix.shape[0], choice.shape[0]
     if kind == "choice":
-        return choice[None, :].expand(rows, width)
+        return np.broadcast_to(choice[None, :], (rows, width))
     if kind == "prefix":
-        return prefix[:, at][:, None].expand(rows, width)
-    return torch.full((rows, width), at, dtype=torch.long)
+        return np.broadcast_to(prefix[:, at][:, None], (rows, width))
+    return np.full((rows, width), at, dtype=np.int64)
 
 
 def _windows_ahead(

@@ -21,11 +21,10 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
-import torch
-import torch.nn.functional as F
-from torch import Tensor
+import numpy as np
+from torch import nn
 
 from data.pairing import PairingTable
 from data.rules import check_answer, punctuation_mirrored, reads_reversed
@@ -33,6 +32,7 @@ from data.segment import boundaries
 from data.text import is_punct, text_end
 from data.tones import Tone, line_tones, mark
 from data.vocab import Vocab
+from model.decoding.arrays import log_softmax, topk
 from model.decoding.blocked import BlockedWords, NoBlockedWords
 from model.decoding.long_lines import LONG_FROM, generate_long
 from model.decoding.onnx_engine import OnnxTagger, OnnxTransformer
@@ -52,11 +52,14 @@ from model.decoding.quantize import quantized
 from model.decoding.score_rules import StepRule, Weights, build_rules, fuse
 from model.decoding.search import forced_search, next_scores, rescore, run_search, strategy_for
 from model.decoding.shortlist import Shortlist
+from model.decoding.torch_engine import wrap
 from model.decoding.vocab_tables import NEG_INF, VocabTables
 from model.net.tagger import CoupletTagger
 from model.net.transformer import EOS_ID, CoupletTransformer
 
 __all__ = ["Decoder"]
+
+Tensor = np.ndarray  # (the search's arrays: float32 scores, int64 tokens)
 
 
 def _runtime_copy(
@@ -70,6 +73,12 @@ def _runtime_copy(
             return OnnxTransformer(model, int8, cache_dir=graph_cache)
         return OnnxTagger(model, int8, cache_dir=graph_cache)
     return quantized(model) if int8 else model.eval()
+
+
+def _engine(model: Any) -> Any:
+    """``model`` speaking arrays, as the search asks: the ONNX engine does; a PyTorch module
+    gets its adapter (model/decoding/torch_engine.py)."""
+    return wrap(model) if isinstance(model, nn.Module) else model
 
 
 class Decoder:
@@ -106,9 +115,12 @@ class Decoder:
         if proposer is not None and not isinstance(model, CoupletTransformer):
             raise ValueError("a proposer's candidates are rescored by an encoder-decoder model")
         # the output layer's weight, transposed (d, V), for the shortlists' columns
-        self.head_t = model.head.weight.detach().t().contiguous() if proposer is not None else torch.empty(0)
+        head = model.head.weight.detach().float().numpy()
+        self.head_t = np.ascontiguousarray(head.T) if proposer is not None else np.empty((0, 0), np.float32)
         if runtime not in RUNTIMES:
             raise ValueError(f"runtime must be one of {', '.join(RUNTIMES)}, got {runtime!r}")
+        # (the models as given or their runtime copies; the search runs ``engine`` and
+        # ``proposer_engine``, the same models speaking arrays)
         self.model: Any = _runtime_copy(model, int8, runtime, graph_cache)
         self.proposer: Any = None if proposer is None else _runtime_copy(proposer, int8, runtime, graph_cache)
         self.vocab = vocab
@@ -127,6 +139,15 @@ class Decoder:
         # upper lines; the same rules but the tone at the end, reports of (written, given), and
         # its errors' messages with the lines' names swapped (ConstraintError.mirrored)
         self.reverse = model.cfg.reverse
+
+    @property
+    def engine(self) -> Any:
+        """The model as the search runs it (arrays in, arrays out)."""
+        return _engine(self.model)
+
+    @property
+    def proposer_engine(self) -> Any:
+        return None if self.proposer is None else _engine(self.proposer)
 
     def plan(self, upper: str, options: DecodeOptions) -> Plan:
         if len(upper) + 1 > self.model.cfg.max_len:
@@ -211,7 +232,7 @@ class Decoder:
             stepwise.append(NoBlockedWords(plans, self.blocked))
         length = plans[0].length
         table = fuse(position, len(plans), length, self.tables.size)  # (N, L+1, V)
-        src = torch.tensor([self.vocab.encode(p.upper) for p in plans])  # (N, L)
+        src = np.array([self.vocab.encode(p.upper) for p in plans], dtype=np.int64)  # (N, L)
         if self.pairing is not None and options.pairing_weight:
             self.pairing.add_to(table, src, options.pairing_weight)
         if self.proposer is None or not (options.fast or options.ensemble_weight or options.shortlist):
@@ -224,7 +245,6 @@ class Decoder:
             for n, plan in enumerate(plans)
         ]
 
-    @torch.inference_mode()
     def alternatives(
         self,
         upper: str,
@@ -277,26 +297,27 @@ class Decoder:
         if self.blocked is not None:
             stepwise.append(NoBlockedWords([plan], self.blocked))
         table = fuse(position_rules, 1, plan.length, self.tables.size)  # (1, L+1, V)
-        src = torch.tensor([self.vocab.encode(plan.upper)])
+        src = np.array([self.vocab.encode(plan.upper)], dtype=np.int64)
         if self.pairing is not None and options.pairing_weight:
             self.pairing.add_to(table, src, options.pairing_weight)
         if self.proposer is not None and options.ensemble_weight:  # the normal search's second opinion
-            lattice = F.log_softmax(self.proposer.encode(src).float(), dim=-1)
+            lattice = log_softmax(self.proposer_engine.encode(src))
             table[:, : plan.length] += options.ensemble_weight * lattice
-        memory = self.model.encode(src)
+        engine = self.engine
+        memory = engine.encode(src)
 
-        local = next_scores(self.model, src, table, stepwise, line[:first], memory)  # (V,)
+        local = next_scores(engine, src, table, stepwise, line[:first], memory)  # (V,)
         for i in group[1:]:
             local = local + table[0, i]
         own = line[first]
-        count = int(torch.isfinite(local).sum())
-        ranked = local.topk(min(pool, count)).indices.tolist() if count else []
+        count = int(np.isfinite(local).sum())
+        ranked = topk(local, min(pool, count))[1].tolist() if count else []
         chars = list(dict.fromkeys([*ranked, own]))
-        lines = torch.tensor(line).repeat(len(chars), 1)  # (C, L)
-        lines[:, group] = torch.tensor(chars)[:, None]
-        search, logp = forced_search(self.model, src, table, stepwise, lines, options.score_end, memory)
+        lines = np.tile(np.array(line, dtype=np.int64), (len(chars), 1))  # (C, L)
+        lines[:, group] = np.array(chars, dtype=np.int64)[:, None]
+        search, logp = forced_search(engine, src, table, stepwise, lines, options.score_end, memory)
         per_token = plan.length + int(options.score_end)
-        order = [j for j in search.argsort(descending=True).tolist() if math.isfinite(search[j])]
+        order = [j for j in topk(search, len(search))[1].tolist() if math.isfinite(search[j])]
         chosen = set(order[:k]) | {j for j in order if chars[j] == own}
         tones = line_tones(view.original, plan.mode)
         found = []
@@ -324,7 +345,6 @@ class Decoder:
         positions = tuple(view.kept[i] for i in group)
         return Alternatives(view.original, lower, position, positions, found)
 
-    @torch.inference_mode()
     def _with_tagger(
         self, plans: list[Plan], table: Tensor, src: Tensor, stepwise: list[StepRule], options: DecodeOptions
     ) -> tuple[Tensor, Tensor, Tensor]:
@@ -337,10 +357,10 @@ class Decoder:
         the lattice itself, within the shortlist, and rescores its proposals with the model.
         When the shortlist leaves some request without a line, the batch is searched again
         over the whole vocabulary."""
-        proposer = cast(CoupletTagger, self.proposer)
+        proposer = self.proposer_engine
         logits = proposer.encode(src)  # (N, L, V)
-        lattice = F.log_softmax(logits.float(), dim=-1)
-        length = lattice.size(1)
+        lattice = log_softmax(logits)
+        length = lattice.shape[1]
         shortlist = self._shortlist(plans, table[:, :length] + lattice, options.shortlist)
         if options.fast:
             strategy = strategy_for(stepwise, max(options.beam, options.proposals))
@@ -359,7 +379,7 @@ class Decoder:
 
             found, listed = _with_fallback(shortlist, lattice_search)
             return self._rescore(src, *found, options, listed)
-        table = table.clone()
+        table = table.copy()
         table[:, :length] += options.ensemble_weight * lattice
         found, _ = _with_fallback(shortlist, lambda lst: self._search(src, table, stepwise, options, lst))
         return found
@@ -375,7 +395,7 @@ class Decoder:
         """The encoder-decoder's search as ``options`` ask (plain, diverse or banked)."""
         strategy = strategy_for(stepwise, options.beam, options.groups, options.diversity)
         return run_search(
-            self.model, src, table, stepwise, strategy, score_end=options.score_end, shortlist=shortlist
+            self.engine, src, table, stepwise, strategy, score_end=options.score_end, shortlist=shortlist
         )
 
     def _shortlist(self, plans: list[Plan], ranked: Tensor, k: int) -> Shortlist | None:
@@ -383,11 +403,11 @@ class Decoder:
         per position (None for k = 0)."""
         if not k:
             return None
-        values, top = ranked.topk(min(k, ranked.size(-1)), dim=-1)  # (N, L, k)
+        values, top = topk(ranked, min(k, ranked.shape[-1]))  # (N, L, k)
         rows = []
         for n, plan in enumerate(plans):
-            also = torch.tensor([*plan.required, EOS_ID], dtype=torch.long)
-            rows.append(torch.cat([top[n][torch.isfinite(values[n])], also]).unique())  # sorted
+            also = np.array([*plan.required, EOS_ID], dtype=np.int64)
+            rows.append(np.unique(np.concatenate([top[n][np.isfinite(values[n])], also])))  # sorted
         return Shortlist.from_rows(rows, self.head_t)
 
     def _rescore(
@@ -402,13 +422,19 @@ class Decoder:
         """The proposer's candidates re-ranked by the encoder-decoder's log-probability plus
         the search's preferences (and ``proposer_weight`` times the proposer's log-probability)
         -> tokens, search scores, model log-probs, best first per request."""
-        model = cast(CoupletTransformer, self.model)
-        ar = rescore(model, src, tokens, options.score_end, shortlist)  # (N, K)
-        live = torch.isfinite(search)
-        preferences = torch.where(live, search - logp, NEG_INF)  # (N, K) 0 or the penalties
-        final = torch.where(live, ar + preferences + options.proposer_weight * logp, NEG_INF)
-        final, order = final.sort(dim=1, descending=True)
-        return tokens.gather(1, order[:, :, None].expand_as(tokens)), final, ar.gather(1, order)
+        ar = rescore(self.engine, src, tokens, options.score_end, shortlist)  # (N, K)
+        live = np.isfinite(search)
+        with np.errstate(invalid="ignore"):  # (-inf - -inf in dead rows: replaced)
+            preferences = np.where(live, search - logp, np.float32(NEG_INF))  # (N, K) 0 or the penalties
+            final = np.where(
+                live, ar + preferences + np.float32(options.proposer_weight) * logp, np.float32(NEG_INF)
+            )
+        final, order = topk(final.astype(np.float32), final.shape[1])
+        return (
+            np.take_along_axis(tokens, order[:, :, None], 1),
+            final,
+            np.take_along_axis(ar, order, 1),
+        )
 
     def _result(
         self, plan: Plan, tokens: Tensor, search: Tensor, score: Tensor, options: DecodeOptions
@@ -525,24 +551,21 @@ class _PairingRows:
     """A pairing table in one vocabulary's token ids (CSR rows by the upper token)."""
 
     def __init__(self, table: PairingTable, pieces: list[str]) -> None:
-        indptr, cols, vals = table.for_vocab(pieces)
-        self.indptr = torch.from_numpy(indptr)
-        self.cols = torch.from_numpy(cols)
-        self.vals = torch.from_numpy(vals)
+        self.indptr, self.cols, self.vals = table.for_vocab(pieces)
 
     def add_to(self, table: Tensor, src: Tensor, weight: float) -> None:
         """table (N, L+1, V) += ``weight`` times each position's row for src (N, L), in place.
         A position whose character is banned there stays banned (-inf plus a score)."""
         n, length = src.shape
-        starts = self.indptr[src].view(-1)  # (N*L,)
-        counts = self.indptr[src + 1].view(-1) - starts
+        starts = self.indptr[src].reshape(-1)  # (N*L,)
+        counts = self.indptr[src + 1].reshape(-1) - starts
         if not int(counts.sum()):
             return
-        rows = torch.repeat_interleave(torch.arange(n * length), counts)
-        first = torch.repeat_interleave(starts - (counts.cumsum(0) - counts), counts)
-        entries = first + torch.arange(len(rows))  # each row's own slice of cols / vals
-        index = (rows // length, rows % length, self.cols[entries])
-        table.index_put_(index, weight * self.vals[entries], accumulate=True)
+        rows = np.repeat(np.arange(n * length), counts)
+        first = np.repeat(starts - (np.cumsum(counts) - counts), counts)
+        entries = first + np.arange(len(rows))  # each row's own slice of cols / vals
+        # (each (row, column) once: a row of the pairing table names a column once)
+        table[rows // length, rows % length, self.cols[entries]] += np.float32(weight) * self.vals[entries]
 
 
 def _with_fallback(
@@ -552,7 +575,7 @@ def _with_fallback(
     some request without a line -> what was found, and the shortlist it was found in."""
     if shortlist is not None:
         found = search(shortlist)
-        if torch.isfinite(found[1][:, 0]).all():
+        if np.isfinite(found[1][:, 0]).all():
             return found, shortlist
     return search(None), None
 

@@ -37,9 +37,9 @@ import torch
 from torch import Tensor, nn
 
 from data.files import atomic_file
-from model.decoding.quantize import quantized
-from model.net.capabilities import LISTED_IN_GRAPH, LISTED_ROWS, LOG_PROBS, REORDER_BEAMS
-from model.net.tagger import CoupletTagger, LatticeCache
+from model.decoding.lattice import LatticeSteps
+from model.net.capabilities import LISTED_IN_GRAPH, LISTED_ROWS, REORDER_BEAMS
+from model.net.tagger import CoupletTagger
 from model.net.transformer import PAD_ID, CoupletTransformer, EncoderLayer
 
 OPSET = 18  # the torch.export-based exporter writes opset 18 and later
@@ -187,8 +187,7 @@ class GraphCache:
 
 
 class _Graph:
-    """One exported module: torch tensors in, torch tensors out (no copies for contiguous
-    CPU tensors either way)."""
+    """One exported module on ONNX Runtime: arrays in, arrays out."""
 
     def __init__(
         self,
@@ -217,12 +216,8 @@ class _Graph:
             cache.write(name, int8, graph)
         self.session = _session(graph, threads)
 
-    def __call__(self, *args: Tensor) -> list[Tensor]:
-        return [torch.from_numpy(out) for out in self.arrays(*(a.detach().numpy() for a in args))]
-
     def arrays(self, *args: np.ndarray) -> list[np.ndarray]:
-        """The graph on arrays, giving arrays (the search's cache stays in numpy between steps:
-        no tensor made of each array and back again, 20 inputs a step)."""
+        """The graph's outputs for ``args``, its inputs in order."""
         feed = {name: np.ascontiguousarray(a) for name, a in zip(self.inputs, args, strict=True)}
         return cast(list[np.ndarray], self.session.run(None, feed))
 
@@ -301,8 +296,8 @@ class _Projection(nn.Module):
         return y if self.bias is None else y + self.bias
 
 
-def _unpadded(src: Tensor) -> Tensor:
-    if bool((src == PAD_ID).any()):
+def _unpadded(src: np.ndarray) -> np.ndarray:
+    if (src == PAD_ID).any():
         raise ValueError("the ONNX engine decodes unpadded sources only (one length per batch)")
     return src
 
@@ -414,8 +409,7 @@ class OnnxCache:
     cv: Layers
     aligned: np.ndarray
 
-    def select(self, index: Tensor) -> OnnxCache:
-        rows = index.numpy()
+    def select(self, rows: np.ndarray) -> OnnxCache:
         return OnnxCache(
             _rows(self.k, rows),
             _rows(self.v, rows),
@@ -429,10 +423,10 @@ class OnnxTransformer:
     """A CoupletTransformer's decoding protocol (``encode``, ``new_cache``, ``step``,
     ``step_states``, ``reorder_cache``, ``decode_states``, ``logits``) on ONNX Runtime, and
     ``step_log_probs``: a step that scores a shortlist (the listed rows of the output layer,
-    ``Decoder.head_t``) in the same graph. Over the whole vocabulary the output layer
-    stays in PyTorch (fp32; int8 with ``int8``). Scoring the list in the graph, not in three
+    ``Decoder.head_t``) in the same graph. Over the whole vocabulary the output layer is a
+    graph of its own (``head``). Scoring the list in the graph, not in three
     PyTorch calls after it, took a served request from 19.2-21.2 to 18.6-19.6 ms of CPU
-    (two A/B runs alternating on 500 test lines)."""
+    (two A/B runs alternating on 500 test lines). Arrays in, arrays out: the search's own."""
 
     capabilities: ClassVar[frozenset[str]] = frozenset({LISTED_ROWS, LISTED_IN_GRAPH, REORDER_BEAMS})
 
@@ -526,17 +520,26 @@ class OnnxTransformer:
             graphs,
             "decode_states",
         )
-        self.dec_norm = model.dec_norm
-        self.head: nn.Module = model.head
-        if int8:
-            self.head = quantized(nn.Sequential(model.head))[0]
+        self._head = _Graph(
+            _Projection(model.head),
+            (torch.zeros(4, cfg.d_model),),
+            ["state"],
+            ["logits"],
+            {"state": {0: "B"}},
+            int8,
+            threads,
+            graphs,
+            "head",
+        )
+        norm = model.dec_norm
+        self._norm = (_array(norm.weight), _array(norm.bias), float(norm.eps))
 
-    def encode(self, src: Tensor) -> Tensor:
-        return self._encode(_unpadded(src))[0]
+    def encode(self, src: np.ndarray) -> np.ndarray:
+        return self._encode.arrays(_unpadded(src))[0]
 
-    def new_cache(self, memory: Tensor, src: Tensor) -> OnnxCache:
+    def new_cache(self, memory: np.ndarray, src: np.ndarray, steps: int = 0) -> OnnxCache:
         _unpadded(src)
-        aligned, *kv = self._prepare.arrays(memory.numpy())
+        aligned, *kv = self._prepare.arrays(memory)
         n_layers = len(kv) // 2
         n, h, dh, _ = kv[0].shape
         empty_k, empty_v = np.zeros((n, h, dh, 0), aligned.dtype), np.zeros((n, h, 0, dh), aligned.dtype)
@@ -544,19 +547,19 @@ class OnnxTransformer:
             (empty_k,) * n_layers, (empty_v,) * n_layers, tuple(kv[:n_layers]), tuple(kv[n_layers:]), aligned
         )
 
-    def step_states(self, cache: OnnxCache, prev: Tensor, pos: int) -> Tensor:
+    def step_states(self, cache: OnnxCache, prev: np.ndarray, pos: int) -> np.ndarray:
         return self._run_step(self._step, cache, prev, pos, ())
 
     def step_log_probs(
-        self, cache: OnnxCache, prev: Tensor, pos: int, listed: tuple[Tensor, Tensor]
-    ) -> Tensor:
+        self, cache: OnnxCache, prev: np.ndarray, pos: int, listed: tuple[np.ndarray, np.ndarray]
+    ) -> np.ndarray:
         """``step_states`` then the output layer over each request's shortlist, normalised there:
         ``listed`` = its weight (N, d, M) and bias (N, 1, M) -> log-probabilities (B, M)."""
         return self._run_step(self._scored, cache, prev, pos, listed)
 
     def _run_step(
-        self, graph: _Graph, cache: OnnxCache, prev: Tensor, pos: int, extra: tuple[Tensor, ...]
-    ) -> Tensor:
+        self, graph: _Graph, cache: OnnxCache, prev: np.ndarray, pos: int, extra: tuple[np.ndarray, ...]
+    ) -> np.ndarray:
         if not 0 <= pos < self.cfg.max_len:
             raise ValueError(f"position {pos} outside 0..{self.cfg.max_len - 1}")
         if pos < cache.aligned.shape[1]:
@@ -566,10 +569,10 @@ class OnnxTransformer:
         past_k = [k[..., :pos] for k in cache.k]  # a step again at pos replaces it
         past_v = [v[:, :, :pos] for v in cache.v]
         out, *present = graph.arrays(
-            prev.numpy(),
+            prev,
             np.array([pos], dtype=np.int64),
             aligned,
-            *(t.detach().numpy() for t in extra),
+            *extra,
             *past_k,
             *past_v,
             *cache.ck,
@@ -577,36 +580,40 @@ class OnnxTransformer:
         )
         n_layers = len(present) // 2
         cache.k, cache.v = tuple(present[:n_layers]), tuple(present[n_layers:])
-        return torch.from_numpy(out)
+        return out
 
-    def step(self, cache: OnnxCache, prev: Tensor, pos: int) -> Tensor:
-        return self.head(self.step_states(cache, prev, pos))
+    def step(self, cache: OnnxCache, prev: np.ndarray, pos: int) -> np.ndarray:
+        return self._head.arrays(self.step_states(cache, prev, pos))[0]
 
     @staticmethod
-    def reorder_cache(cache: OnnxCache, index: Tensor) -> OnnxCache:
+    def reorder_cache(cache: OnnxCache, index: np.ndarray) -> OnnxCache:
         return cache.select(index)
 
     @staticmethod
-    def reorder_beams(cache: OnnxCache, parent: Tensor) -> OnnxCache:
+    def reorder_beams(cache: OnnxCache, parent: np.ndarray) -> OnnxCache:
         """Beams that stay within their request: only the self-attention keys/values move."""
-        rows = parent.numpy()
-        return OnnxCache(_rows(cache.k, rows), _rows(cache.v, rows), cache.ck, cache.cv, cache.aligned)
+        return OnnxCache(_rows(cache.k, parent), _rows(cache.v, parent), cache.ck, cache.cv, cache.aligned)
 
-    def decode_states(self, memory: Tensor, src: Tensor, tgt_in: Tensor) -> Tensor:
-        return self._states(memory, src, tgt_in)[0]
+    def decode_states(self, memory: np.ndarray, src: np.ndarray, tgt_in: np.ndarray) -> np.ndarray:
+        return self._states.arrays(memory, src, tgt_in)[0]
 
-    def logits(self, x: Tensor) -> Tensor:
-        return self.head(self.dec_norm(x))
+    def normed(self, x: np.ndarray) -> np.ndarray:
+        """The decoder's final layer norm, in numpy (as ``nn.LayerNorm`` computes it)."""
+        weight, bias, eps = self._norm
+        mean = x.mean(-1, keepdims=True)
+        var = np.square(x - mean).mean(-1, keepdims=True)
+        return ((x - mean) / np.sqrt(var + np.float32(eps)) * weight + bias).astype(np.float32)
+
+    def logits(self, x: np.ndarray) -> np.ndarray:
+        return self._head.arrays(self.normed(x))[0]
 
 
 # ---- the tagger ---------------------------------------------------------------------------
 
 
-class OnnxTagger:
+class OnnxTagger(LatticeSteps):
     """A CoupletTagger whose one pass (``encode``) runs on ONNX Runtime; the lattice steps
-    read its output and have no weights, so they are the tagger's own."""
-
-    capabilities: ClassVar[frozenset[str]] = frozenset({LOG_PROBS})
+    read its output and have no weights (model/decoding/lattice.py)."""
 
     def __init__(
         self, model: CoupletTagger, int8: bool = False, threads: int = 1, cache_dir: Path | None = None
@@ -614,22 +621,16 @@ class OnnxTagger:
         model = model.eval()
         graphs = GraphCache(cache_dir, model) if cache_dir is not None else None
         self.cfg = model.cfg
-        self._torch = model
+        self.max_len = model.cfg.max_len
         src = torch.full((2, 3), 5, dtype=torch.long)
         tagger = _Encoder(model.embed, model.src_pos, model.encoder, model.enc_norm, model.head)
         self._tag = _Graph(
             tagger, (src,), ["src"], ["logits"], {"src": {0: "N", 1: "S"}}, int8, threads, graphs, "tag"
         )
 
-    def encode(self, src: Tensor) -> Tensor:
-        return self._tag(_unpadded(src))[0]
+    def encode(self, src: np.ndarray) -> np.ndarray:
+        return self._tag.arrays(_unpadded(src))[0]
 
-    def new_cache(self, memory: Tensor, src: Tensor) -> LatticeCache:
-        return self._torch.new_cache(memory, src)
 
-    def step(self, cache: LatticeCache, prev: Tensor, pos: int) -> Tensor:
-        return self._torch.step(cache, prev, pos)
-
-    @staticmethod
-    def reorder_cache(cache: LatticeCache, index: Tensor) -> LatticeCache:
-        return CoupletTagger.reorder_cache(cache, index)
+def _array(t: Tensor) -> np.ndarray:
+    return t.detach().float().numpy().copy()

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from torch import Tensor
+import numpy as np
 
 from data.segment import boundaries
 from data.text import is_any_punct, is_han, is_punct
@@ -250,7 +250,7 @@ def _upper_tones(upper: str, mode: str) -> tuple[Tone, ...]:
         raise ConstraintError("tone_mode", f"声调模式「{mode}」不可用", str(e)) from e
 
 
-def _check_end(pos: int, lock: int, end_ok: Tensor, upper: str, want: Tone, tables: VocabTables) -> None:
+def _check_end(pos: int, lock: int, end_ok: np.ndarray, upper: str, want: Tone, tables: VocabTables) -> None:
     if lock >= 0 and not bool(end_ok[lock]):
         tone = "平" if want == Tone.LEVEL else "仄"
         raise ConstraintError(
@@ -263,7 +263,7 @@ def _check_end(pos: int, lock: int, end_ok: Tensor, upper: str, want: Tone, tabl
 
 
 def _check_capacity(
-    required: list[int], free: list[bool], end_pos: int, end_ok: Tensor, tables: VocabTables
+    required: list[int], free: list[bool], end_pos: int, end_ok: np.ndarray, tables: VocabTables
 ) -> None:
     n = sum(free)
     if len(required) > n:

@@ -14,6 +14,10 @@ Two kinds of rule:
   ``rule.on_columns(ids)`` gives the same rule over a shortlist: scores (B, M) whose
   column j of request n is the token ``ids[n, j]`` (the search's tokens are then columns).
 
+Arrays are numpy's: scores float32, tokens and rows int64. A rule may change the scores it
+is given in place (the search hands each step's rules an array of their own) and returns
+the result.
+
 Shapes: N requests, K beams per request, B = N*K rows, L line length, V vocabulary,
 R required characters. Position ``L`` is the end of sequence.
 """
@@ -25,8 +29,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol, cast
 
-import torch
-from torch import Tensor
+import numpy as np
 
 from data.rules import rhythm_positions
 from data.text import is_punct
@@ -44,8 +47,8 @@ class Step:
     and ``row`` (B,) the request each row belongs to."""
 
     pos: int
-    prefix: Tensor
-    row: Tensor
+    prefix: np.ndarray
+    row: np.ndarray
 
 
 class StepRule(Protocol):
@@ -57,11 +60,11 @@ class StepRule(Protocol):
     @property
     def n_banks(self) -> int: ...
 
-    def __call__(self, scores: Tensor, step: Step) -> Tensor: ...
+    def __call__(self, scores: np.ndarray, step: Step) -> np.ndarray: ...
 
-    def on_columns(self, ids: Tensor) -> StepRule: ...
+    def on_columns(self, ids: np.ndarray) -> StepRule: ...
 
-    def banks(self, step: Step, size: int) -> Tensor: ...
+    def banks(self, step: Step, size: int) -> np.ndarray: ...
 
 
 class StepRuleBase:
@@ -71,10 +74,10 @@ class StepRuleBase:
     def n_banks(self) -> int:
         return 0
 
-    def on_columns(self, ids: Tensor) -> StepRule:
+    def on_columns(self, ids: np.ndarray) -> StepRule:
         return cast(StepRule, self)
 
-    def banks(self, step: Step, size: int) -> Tensor:
+    def banks(self, step: Step, size: int) -> np.ndarray:
         raise NotImplementedError(f"{type(self).__name__} has no banks")
 
 
@@ -84,19 +87,19 @@ class PositionRule:
     def __init__(self, plans: Sequence[Plan], tables: VocabTables) -> None:
         self.plans, self.tables = list(plans), tables
         self.length = _same_length(plans)
-        self._table: Tensor | None = None
+        self._table: np.ndarray | None = None
 
-    def add_to(self, table: Tensor) -> None:
+    def add_to(self, table: np.ndarray) -> None:
         """Apply this rule to ``table`` (N, L+1, V) of additive scores, in place."""
         raise NotImplementedError
 
-    def table(self) -> Tensor:
+    def table(self) -> np.ndarray:
         if self._table is None:
-            self._table = torch.zeros(len(self.plans), self.length + 1, self.tables.size)
+            self._table = np.zeros((len(self.plans), self.length + 1, self.tables.size), np.float32)
             self.add_to(self._table)
         return self._table
 
-    def __call__(self, scores: Tensor, step: Step) -> Tensor:
+    def __call__(self, scores: np.ndarray, step: Step) -> np.ndarray:
         return scores + self.table()[step.row, step.pos]  # (B, V)
 
 
@@ -107,10 +110,10 @@ def _same_length(plans: Sequence[Plan]) -> int:
     return lengths.pop()
 
 
-def _force(row: Tensor, token: int) -> None:
-    """Only ``token`` stays possible in this (V,) row of a table."""
-    keep = row[token].clone()
-    row.fill_(NEG_INF)
+def _force(row: np.ndarray, token: int) -> None:
+    """Only ``token`` stays possible in this (V,) row of a table (a view: changed in place)."""
+    keep = row[token]
+    row.fill(NEG_INF)
     row[token] = keep
 
 
@@ -118,7 +121,7 @@ class SpecialTokens(PositionRule):
     """pad, bos, unk (and whitespace pieces) are never generated; unk only stands in for
     an upper-line punctuation mark the vocabulary lacks, which the text then mirrors."""
 
-    def add_to(self, table: Tensor) -> None:
+    def add_to(self, table: np.ndarray) -> None:
         table[:, :, self.tables.ids("never")] = NEG_INF
         for n, plan in enumerate(self.plans):
             for pos, tok in enumerate(plan.punct):
@@ -129,9 +132,9 @@ class SpecialTokens(PositionRule):
 class ExactLength(PositionRule):
     """End of sequence only after the last position, and forced there."""
 
-    def add_to(self, table: Tensor) -> None:
+    def add_to(self, table: np.ndarray) -> None:
         table[:, : self.length, EOS_ID] = NEG_INF
-        keep = table[:, self.length, EOS_ID].clone()
+        keep = table[:, self.length, EOS_ID].copy()
         table[:, self.length] = NEG_INF
         table[:, self.length, EOS_ID] = keep
 
@@ -139,11 +142,11 @@ class ExactLength(PositionRule):
 class PunctuationMirrored(PositionRule):
     """The upper line's mark at its positions, and no punctuation anywhere else."""
 
-    def add_to(self, table: Tensor) -> None:
+    def add_to(self, table: np.ndarray) -> None:
         marks = [
             (n, pos, tok) for n, p in enumerate(self.plans) for pos, tok in enumerate(p.punct) if tok >= 0
         ]
-        keep = [table[n, pos, tok].item() for n, pos, tok in marks]  # before the marks' columns go
+        keep = [float(table[n, pos, tok]) for n, pos, tok in marks]  # before the marks' columns go
         table[:, : self.length, self.tables.ids("punct")] = NEG_INF
         for (n, pos, tok), value in zip(marks, keep, strict=True):
             table[n, pos] = NEG_INF
@@ -153,7 +156,7 @@ class PunctuationMirrored(PositionRule):
 class NoReuse(PositionRule):
     """None of the upper line's Han characters."""
 
-    def add_to(self, table: Tensor) -> None:
+    def add_to(self, table: np.ndarray) -> None:
         for n, plan in enumerate(self.plans):
             if plan.upper_ids:
                 table[n, : self.length, sorted(plan.upper_ids)] = NEG_INF
@@ -163,17 +166,17 @@ class ToneEnd(PositionRule):
     """The lower line ends level after an oblique end and oblique after a level one; the
     rule sits at the first position of the last character's repeat group."""
 
-    def add_to(self, table: Tensor) -> None:
+    def add_to(self, table: np.ndarray) -> None:
         for n, plan in enumerate(self.plans):
             if plan.end_pos >= 0:
-                table[n, plan.end_pos].masked_fill_(~self.tables.end_ok(plan.mode, plan.want_end), NEG_INF)
+                table[n, plan.end_pos, ~self.tables.end_ok(plan.mode, plan.want_end)] = NEG_INF
 
 
 class Locks(PositionRule):
     """The user's characters at the locked positions (a pattern such as ``__春___``, 藏头);
     with the rules on, a locked character appears nowhere else (repeats must mirror)."""
 
-    def add_to(self, table: Tensor) -> None:
+    def add_to(self, table: np.ndarray) -> None:
         for n, plan in enumerate(self.plans):
             locked = {t for t in plan.lock if t >= 0}
             for pos, tok in enumerate(plan.lock):
@@ -191,12 +194,12 @@ class Rhythm(PositionRule):
         super().__init__(plans, tables)
         self.weight = weight
 
-    def add_to(self, table: Tensor) -> None:
+    def add_to(self, table: np.ndarray) -> None:
         for n, plan in enumerate(self.plans):
             for pos in rhythm_positions(plan.upper):
                 tone = plan.upper_tones[pos]
                 if tone in (Tone.LEVEL, Tone.OBLIQUE):
-                    table[n, pos].sub_(self.tables.has_tone(plan.mode, tone), alpha=self.weight)
+                    table[n, pos] -= np.float32(self.weight) * self.tables.has_tone(plan.mode, tone)
 
 
 class RepeatsMirrored(StepRuleBase):
@@ -204,29 +207,29 @@ class RepeatsMirrored(StepRuleBase):
     has a new character, the lower may not repeat any earlier one."""
 
     def __init__(self, plans: Sequence[Plan]) -> None:
-        self.copy_of = torch.tensor([p.copy_of for p in plans])  # (N, L)
-        self.new = torch.tensor(
-            [[c < 0 and t < 0 for c, t in zip(p.copy_of, p.punct, strict=True)] for p in plans]
+        self.copy_of = np.array([p.copy_of for p in plans], dtype=np.int64)  # (N, L)
+        self.new = np.array(
+            [[c < 0 and t < 0 for c, t in zip(p.copy_of, p.punct, strict=True)] for p in plans], dtype=bool
         )
         self.all_new = self.new.all(0).tolist()  # per position: every request has a new character
 
-    def __call__(self, scores: Tensor, step: Step) -> Tensor:
-        if step.pos == 0 or step.pos >= self.copy_of.size(1):
+    def __call__(self, scores: np.ndarray, step: Step) -> np.ndarray:
+        if step.pos == 0 or step.pos >= self.copy_of.shape[1]:
             return scores
         if self.all_new[step.pos]:  # the common case, in one operation: no earlier character again
-            return scores.scatter(1, step.prefix, NEG_INF)
+            np.put_along_axis(scores, step.prefix, NEG_INF, 1)
+            return scores
         src = self.copy_of[step.row, step.pos]  # (B,)
         new = self.new[step.row, step.pos][:, None]  # (B, 1)
         # (B, pos) work only: overwrite the prefix's tokens, -inf on rows with a new character
-        earlier = torch.where(new, NEG_INF, scores.gather(1, step.prefix))  # (B, pos)
-        scores = scores.scatter(1, step.prefix, earlier)
-        copy = (src >= 0)[:, None]  # (B, 1)
-        if bool(copy.any()):
-            tok = step.prefix.gather(1, src.clamp(min=0)[:, None])  # (B, 1)
-            keep = scores.gather(1, tok)  # (B, 1)
-            scores = scores.masked_fill(copy, NEG_INF).scatter_(
-                1, tok, torch.where(copy, keep, scores.gather(1, tok))
-            )
+        earlier = np.where(new, np.float32(NEG_INF), np.take_along_axis(scores, step.prefix, 1))  # (B, pos)
+        np.put_along_axis(scores, step.prefix, earlier, 1)
+        copy = src >= 0  # (B,)
+        if copy.any():
+            tok = np.take_along_axis(step.prefix, np.maximum(src, 0)[:, None], 1)  # (B, 1)
+            keep = np.take_along_axis(scores, tok, 1)  # (B, 1)
+            scores[copy] = NEG_INF
+            np.put_along_axis(scores, tok, keep, 1)  # (rows without a copy: their own value again)
         return scores
 
     # on_columns: the rule as it is (it compares the chosen tokens with each other only)
@@ -240,25 +243,28 @@ class RequiredChars(StepRuleBase):
     def __init__(self, plans: Sequence[Plan], tables: VocabTables) -> None:
         r = max(len(p.required) for p in plans)
         length = _same_length(plans)
-        self.ids = torch.tensor(
-            [list(p.required) + [PAD_ID] * (r - len(p.required)) for p in plans]
+        self.ids = np.array(
+            [list(p.required) + [PAD_ID] * (r - len(p.required)) for p in plans], dtype=np.int64
+        ).reshape(len(plans), r)  # (N, R)
+        self.valid = np.array([[i < len(p.required) for i in range(r)] for p in plans], dtype=bool).reshape(
+            len(plans), r
         )  # (N, R)
-        self.valid = torch.tensor([[i < len(p.required) for i in range(r)] for p in plans])  # (N, R)
-        self.free = torch.tensor([p.free for p in plans])  # (N, L)
+        self.free = np.array([p.free for p in plans], dtype=bool)  # (N, L)
         left = [[sum(p.free[q] for q in range(pos + 1, length)) for pos in range(length)] for p in plans]
-        self.left = torch.tensor(left)  # (N, L) free positions after this one
-        self.end_after = torch.tensor(
+        self.left = np.array(left, dtype=np.int64)  # (N, L) free positions after this one
+        self.end_after = np.array(
             [
                 [p.end_pos >= 0 and pos < p.end_pos and p.free[p.end_pos] for pos in range(length)]
                 for p in plans
-            ]
+            ],
+            dtype=bool,
         )  # (N, L) the tone-restricted end is still to come, and free
-        self.end_ok = torch.stack(
+        self.end_ok = np.stack(
             [tables.end_ok(p.mode, p.want_end)[self.ids[n]] for n, p in enumerate(plans)]
         )  # (N, R) the required character may end the line
 
-    def __call__(self, scores: Tensor, step: Step) -> Tensor:
-        if self.ids.size(1) == 0 or step.pos >= self.free.size(1):
+    def __call__(self, scores: np.ndarray, step: Step) -> np.ndarray:
+        if self.ids.shape[1] == 0 or step.pos >= self.free.shape[1]:
             return scores
         ids = self.ids[step.row]  # (B, R)
         placed = (step.prefix[:, :, None] == ids[:, None, :]).any(1)  # (B, R)
@@ -266,43 +272,47 @@ class RequiredChars(StepRuleBase):
         left = self.left[step.row, step.pos][:, None]  # (B, 1)
         end_after = self.end_after[step.row, step.pos][:, None]  # (B, 1)
         end_ok = self.end_ok[step.row]  # (B, R)
-        m = missing.sum(1, keepdim=True)  # (B, 1)
-        e = (missing & end_ok).sum(1, keepdim=True)  # (B, 1) missing ones that could end the line
+        m = missing.sum(1, keepdims=True)  # (B, 1)
+        e = (missing & end_ok).sum(1, keepdims=True)  # (B, 1) missing ones that could end the line
 
-        def fits(count: Tensor, enders: Tensor) -> Tensor:
+        def fits(count: np.ndarray, enders: np.ndarray) -> np.ndarray:
             return (count <= left) & (~end_after | (count < left) | (enders > 0))
 
         skip_ok = fits(m, e)[:, 0] | ~self.free[step.row, step.pos]  # (B,)
-        place_ok = missing & fits(m - 1, e - end_ok.long())  # (B, R)
-        out = scores.masked_fill(~skip_ok[:, None], NEG_INF)
-        placing = torch.where(place_ok, scores.gather(1, ids), NEG_INF)  # (B, R)
-        keep = torch.where(missing, placing, out.gather(1, ids))
-        return out.scatter(1, ids, keep)
+        place_ok = missing & fits(m - 1, e - end_ok)  # (B, R)
+        given = np.take_along_axis(scores, ids, 1)  # (B, R) before the rows are blanked
+        scores[~skip_ok] = NEG_INF
+        placing = np.where(place_ok, given, np.float32(NEG_INF))  # (B, R)
+        keep = np.where(missing, placing, np.take_along_axis(scores, ids, 1))
+        np.put_along_axis(scores, ids, keep, 1)
+        return scores
 
-    def on_columns(self, ids: Tensor) -> RequiredChars:
+    def on_columns(self, ids: np.ndarray) -> RequiredChars:
         """Each required character's column in its request's list; the padding of requests
         with fewer goes to the end-of-sequence column (-inf before the end, as PAD's is)."""
         hit = self.ids[:, :, None] == ids[:, None, :]  # (N, R, M)
         eos = ids == EOS_ID  # (N, M)
-        if not bool((hit.any(2) | ~self.valid).all()) or not bool(eos.any(1).all()):
+        if not (hit.any(2) | ~self.valid).all() or not eos.any(1).all():
             raise ValueError("a shortlist must hold every required character and the end of sequence")
         out = copy.copy(self)
-        out.ids = torch.where(self.valid, hit.int().argmax(2), eos.int().argmax(1, keepdim=True))
+        out.ids = np.where(self.valid, hit.argmax(2), eos.argmax(1)[:, None])
         return out
 
     @property
     def n_banks(self) -> int:
-        return self.ids.size(1) + 1
+        return self.ids.shape[1] + 1
 
-    def banks(self, step: Step, size: int) -> Tensor:
+    def banks(self, step: Step, size: int) -> np.ndarray:
         """(B, V) how many required characters a beam holds after taking each token: the
         search keeps beams of every count (dynamic beam allocation, Post & Vilar 2018), so
         that placing a costly required character early is not always outranked."""
         ids, valid = self.ids[step.row], self.valid[step.row]  # (B, R)
         placed = (step.prefix[:, :, None] == ids[:, None, :]).any(1) & valid  # (B, R)
-        # (the padding of rows with fewer required characters gains nothing)
-        gain = torch.zeros(ids.size(0), size, dtype=torch.long).scatter_(1, ids, (valid & ~placed).long())
-        return placed.sum(1, keepdim=True) + gain  # (B, V)
+        # (the padding of rows with fewer required characters gains nothing; its column, PAD or
+        # the end of sequence, is never a required character's)
+        gain = np.zeros((ids.shape[0], size), dtype=np.int64)
+        np.put_along_axis(gain, ids, valid & ~placed, 1)
+        return placed.sum(1, keepdims=True) + gain  # (B, V)
 
 
 class NoThreeLevelTail(StepRuleBase):
@@ -313,23 +323,24 @@ class NoThreeLevelTail(StepRuleBase):
     def __init__(self, plans: Sequence[Plan], tables: VocabTables, weight: float) -> None:
         self.length = _same_length(plans)
         self.weight = weight
-        self.level = torch.stack([tables.level(p.mode) for p in plans])  # (N, V)
-        self.level_end = torch.tensor(
-            [p.end_pos >= 0 and p.want_end == Tone.LEVEL and not is_punct(p.upper[-1]) for p in plans]
+        self.level = np.stack([tables.level(p.mode) for p in plans])  # (N, V)
+        self.level_end = np.array(
+            [p.end_pos >= 0 and p.want_end == Tone.LEVEL and not is_punct(p.upper[-1]) for p in plans],
+            dtype=bool,
         )  # (N,) the last character is bound to be level (it carries the tone-end rule)
 
-    def __call__(self, scores: Tensor, step: Step) -> Tensor:
+    def __call__(self, scores: np.ndarray, step: Step) -> np.ndarray:
         n, pos = self.length, step.pos
         if n < 3 or pos not in (n - 2, n - 1):
             return scores
         level = self.level[step.row]  # (B, V)
-        before = level.gather(1, step.prefix[:, n - 3 : pos])  # (B, 1 or 2) the earlier tail tones
+        before = np.take_along_axis(level, step.prefix[:, n - 3 : pos], 1)  # (B, 1 or 2) earlier tail tones
         hit = before.all(1) & (self.level_end[step.row] if pos == n - 2 else True)  # (B,)
-        return scores - self.weight * (level & hit[:, None]).to(scores.dtype)
+        return scores - np.float32(self.weight) * (level & hit[:, None]).astype(np.float32)
 
-    def on_columns(self, ids: Tensor) -> NoThreeLevelTail:
+    def on_columns(self, ids: np.ndarray) -> NoThreeLevelTail:
         out = copy.copy(self)
-        out.level = self.level.gather(1, ids)  # (N, M)
+        out.level = np.take_along_axis(self.level, ids, 1)  # (N, M)
         return out
 
 
@@ -361,9 +372,9 @@ def build_rules(
     return position, stepwise
 
 
-def fuse(rules: Sequence[PositionRule], n: int, length: int, size: int) -> Tensor:
-    """One (N, L+1, V) table: the sum of every position rule's."""
-    table = torch.zeros(n, length + 1, size)
+def fuse(rules: Sequence[PositionRule], n: int, length: int, size: int) -> np.ndarray:
+    """One (N, L+1, V) float32 table: the sum of every position rule's."""
+    table = np.zeros((n, length + 1, size), np.float32)
     for rule in rules:
         rule.add_to(table)
     return table

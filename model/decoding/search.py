@@ -9,6 +9,10 @@ optional capabilities (``capabilities``), which the model classes state, so noth
 probed with ``hasattr``. Step rules share one protocol, ``score_rules.StepRule``; the rule
 that shares the beam out by bank says so with ``n_banks``.
 
+Arrays are numpy's (model/decoding/arrays.py says why): float32 scores, int64 tokens. A
+model speaks numpy too: the ONNX engine natively, a PyTorch model through its adapter
+(model/decoding/torch_engine.py).
+
 Shapes: N requests, K beams, B = N*K rows, L line length, V vocabulary (or M listed columns).
 """
 
@@ -19,16 +23,16 @@ from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from typing import Any, ClassVar, Protocol, cast
 
-import torch
-import torch.nn.functional as F
-from torch import Tensor
+import numpy as np
 
-from data.vocab import BOS_ID, PAD_ID
+from data.vocab import BOS_ID, EOS_ID, PAD_ID
+from model.decoding.arrays import log_softmax, topk
 from model.decoding.score_rules import Step, StepRule
 from model.decoding.shortlist import Shortlist
 from model.decoding.vocab_tables import NEG_INF
 from model.net.capabilities import LISTED_IN_GRAPH, LISTED_ROWS, LOG_PROBS, REORDER_BEAMS
-from model.net.transformer import EOS_ID, CoupletTransformer, DecoderCache, LayerCache
+
+Tensor = np.ndarray  # (the search's arrays)
 
 
 class StepModel(Protocol):
@@ -39,7 +43,8 @@ class StepModel(Protocol):
 
     def encode(self, src: Tensor) -> Tensor: ...
 
-    def new_cache(self, memory: Tensor, src: Tensor) -> Any: ...
+    def new_cache(self, memory: Tensor, src: Tensor, steps: int) -> Any:
+        """The cache of a search that takes ``steps`` steps from ``memory`` (``encode``'s)."""
 
     def step(self, cache: Any, prev: Tensor, pos: int) -> Tensor: ...
 
@@ -62,6 +67,17 @@ class BeamMovingModel(StepModel, Protocol):
     """A model declaring ``REORDER_BEAMS``."""
 
     def reorder_beams(self, cache: Any, parent: Tensor) -> Any: ...
+
+
+class RescoringModel(StepModel, Protocol):
+    """What ``rescore`` needs: the encoder-decoder's teacher-forced states, its final norm
+    and its output layer."""
+
+    def decode_states(self, memory: Tensor, src: Tensor, tgt_in: Tensor) -> Tensor: ...
+
+    def normed(self, states: Tensor) -> Tensor: ...
+
+    def logits(self, states: Tensor) -> Tensor: ...
 
 
 # ---- strategies ----------------------------------------------------------------------
@@ -92,14 +108,14 @@ class BeamSearch(Strategy):
         self.beam = beam
 
     def select(self, total: Tensor, step: Step, last: bool) -> tuple[Tensor, Tensor]:
-        return _topk(total.flatten(1), self.beam)
+        return _topk(total.reshape(total.shape[0], -1), self.beam)
 
 
 class GreedySearch(Strategy):
     """One beam: the best continuation at every step."""
 
     def select(self, total: Tensor, step: Step, last: bool) -> tuple[Tensor, Tensor]:
-        return _topk(total.flatten(1), 1)
+        return _topk(total.reshape(total.shape[0], -1), 1)
 
 
 class BankedBeamSearch(Strategy):
@@ -117,8 +133,8 @@ class BankedBeamSearch(Strategy):
         if self.rule is None:
             raise ValueError("BankedBeamSearch needs a rule with banks: bind() it to the search's rules")
         n, width, v = total.shape
-        bank = self.rule.banks(step, v).view(n, width * v)
-        return allocate(total.flatten(1), bank, self.beam, self.rule.n_banks)
+        bank = self.rule.banks(step, v).reshape(n, width * v)
+        return allocate(total.reshape(n, width * v), bank, self.beam, self.rule.n_banks)
 
 
 class DiverseBeamSearch(Strategy):
@@ -138,9 +154,9 @@ class DiverseBeamSearch(Strategy):
     def finish(self, search: Tensor, tokens: Tensor, logp: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         n, k = search.shape
         rows_of = _group_rows(self.groups)  # (G, most beams of a group)
-        best = rows_of[torch.arange(len(self.groups)), search[:, rows_of].argmax(2)]  # (N, G)
-        search, order = search.gather(1, best).sort(dim=1, descending=True)
-        rows = (torch.arange(n)[:, None] * k + best.gather(1, order)).view(-1)
+        best = rows_of[np.arange(len(self.groups)), search[:, rows_of].argmax(2)]  # (N, G)
+        search, order = topk(np.take_along_axis(search, best, 1), len(self.groups))
+        rows = (np.arange(n)[:, None] * k + np.take_along_axis(best, order, 1)).reshape(-1)
         return search, tokens[rows], logp[rows]
 
 
@@ -160,7 +176,6 @@ def strategy_for(
 # ---- the loop -------------------------------------------------------------------------
 
 
-@torch.inference_mode()
 def run_search(
     model: StepModel,
     src: Tensor,
@@ -180,11 +195,11 @@ def run_search(
     the search runs over each request's listed tokens only (its columns: the rest of the
     vocabulary is impossible), and the output layer scores those alone where the model can
     (``LISTED_ROWS``). ``memory``: ``model.encode(src)`` when it is already at hand."""
-    steps = table.size(1)
+    steps = table.shape[1]
     length = steps - 1
     steps = steps if score_end else length
     memory = model.encode(src) if memory is None else memory
-    cache = _fit_cache(model.new_cache(memory, src), steps)
+    cache = model.new_cache(memory, src, steps)
     if shortlist is not None:  # from here on a token is a column of its request's list
         table = shortlist.gather(table)
         step_rules = [rule.on_columns(shortlist.ids) for rule in step_rules]
@@ -195,14 +210,14 @@ def run_search(
     in_graph = scored and LISTED_IN_GRAPH in can  # ONNX: the listed rows scored in the step
     normalised = LOG_PROBS in can  # the tagger's lattice is
     width = 1  # live beams per request: one at the start (K copies would be equal), then K
-    prev = torch.full((n,), BOS_ID, dtype=torch.long)
-    search = torch.zeros(n, 1)  # (N, width)
-    logp_sum = torch.zeros(n)  # (B,)
-    tokens = torch.empty(n, 0, dtype=torch.long)  # (B, pos)
+    prev = np.full((n,), BOS_ID, dtype=np.int64)
+    search = np.zeros((n, 1), np.float32)  # (N, width)
+    logp_sum = np.zeros(n, np.float32)  # (B,)
+    tokens = np.empty((n, 0), dtype=np.int64)  # (B, pos)
     layouts: dict[int, tuple[Tensor, Tensor]] = {}  # width -> each row's request (B,), first rows (N, 1)
     for pos in range(steps):
         if width not in layouts:
-            layouts[width] = torch.arange(n).repeat_interleave(width), torch.arange(n)[:, None] * width
+            layouts[width] = np.repeat(np.arange(n), width), np.arange(n)[:, None] * width
         row, first = layouts[width]
         if in_graph:
             logp = cast(InGraphModel, model).step_log_probs(
@@ -213,28 +228,31 @@ def run_search(
                 cast(ListedRowsModel, model).step_states(cache, prev, pos)
             )
         else:
-            logp = model.step(cache, prev, pos).float()  # (B, V)
-            logp = logp if normalised else F.log_softmax(logp, dim=-1)
+            logp = model.step(cache, prev, pos)  # (B, V) float32
+            logp = logp if normalised else log_softmax(logp)
             logp = logp if shortlist is None else shortlist.pick(logp)  # (B, M)
-        scores = (logp.view(n, width, v) + table[:, None, pos]).view(n * width, v)
+        scores = (logp.reshape(n, width, v) + table[:, None, pos]).reshape(n * width, v)  # a new array
         here = Step(pos, tokens, row)
         for rule in step_rules:
             scores = rule(scores, here)
-        total = scores.view(n, width, v).add_(search[:, :, None])  # (N, width, V)
+        total = scores.reshape(n, width, v)
+        total += search[:, :, None]  # (N, width, V)
         search, flat = strategy.select(total, here, last=pos == length - 1)  # (N, K)
-        parent = (first + flat // v).view(-1)  # (B',) the row each beam extends
-        tok = (flat % v).view(-1)  # (B',)
+        parent = (first + flat // v).reshape(-1)  # (B',) the row each beam extends
+        tok = (flat % v).reshape(-1)  # (B',)
         logp_sum = logp_sum[parent] + logp[parent, tok]
-        tokens = torch.cat([tokens[parent], tok[:, None]], dim=1)  # (B', pos+1)
+        tokens = np.concatenate([tokens[parent], tok[:, None]], axis=1)  # (B', pos+1)
         if pos + 1 < steps:  # the first reorder widens every row of the cache, later ones only move beams
             cache = _reorder_beams(model, cache, parent) if width > 1 else model.reorder_cache(cache, parent)
-        width = search.size(1)
-        prev = tok if shortlist is None else shortlist.token_ids(tok.view(n, width)).view(-1)  # (B',) ids
+        width = search.shape[1]
+        prev = (
+            tok if shortlist is None else shortlist.token_ids(tok.reshape(n, width)).reshape(-1)
+        )  # (B',) ids
     search, tokens, logp_sum = strategy.finish(search, tokens, logp_sum)
-    k = search.size(1)
+    k = search.shape[1]
     tokens = tokens[:, :length].reshape(n, k * length)
     tokens = tokens if shortlist is None else shortlist.token_ids(tokens)
-    return tokens.view(n, k, length), search, logp_sum.view(n, k)
+    return tokens.reshape(n, k, length), search, logp_sum.reshape(n, k)
 
 
 @functools.lru_cache(maxsize=64)
@@ -244,12 +262,13 @@ def _group_rows(groups: tuple[int, ...]) -> Tensor:
     for size in groups:
         rows.append([first + i for i in range(size)] + [first] * (widest - size))
         first += size
-    return torch.tensor(rows)
+    return np.array(rows, dtype=np.int64)
 
 
 def _prefix_keys(row: Tensor, tokens: Tensor) -> Tensor:
     """(B,) one number per distinct (request, prefix) of rows (B,) with prefixes tokens (B, pos)."""
-    return torch.unique(torch.cat([row[:, None], tokens], 1), dim=0, return_inverse=True)[1]
+    keyed = np.concatenate([row[:, None], tokens], 1)
+    return np.unique(keyed, axis=0, return_inverse=True)[1].reshape(-1)
 
 
 def _diverse_topk(
@@ -259,53 +278,58 @@ def _diverse_topk(
     the first row) or K = sum(groups) (each group owns its rows, in order) -> scores (N, K)
     without the penalty and indices into width*V, group by group. With the rows' prefix
     ``keys`` (B,) a group may not take a token that an earlier group took after the same prefix.
-    (Groups choose one after another, so the loop is kept to a few tensor operations.)"""
+    (Groups choose one after another, so the loop is kept to a few array operations.)"""
     n, width, v = total.shape
-    flat_total = total.view(n, width * v)
-    charged = total.new_zeros(n, v)  # (N, V) the penalty each token carries here so far
+    flat_total = total.reshape(n, width * v)
+    charged = np.zeros((n, v), total.dtype)  # (N, V) the penalty each token carries here so far
     search: list[Tensor] = []
     flat: list[Tensor] = []
     made: list[tuple[Tensor, Tensor]] = []  # (N, size) (prefix key, token) pairs chosen so far
     first = 0
+    step_penalty = np.float32(penalty)
     for size in groups:
         rows = 1 if width == 1 else size
         own = flat_total[:, first * v : (first + rows) * v]  # (N, rows*V)
-        penalised = own - (charged if rows == 1 else charged.repeat(1, rows))
+        penalised = own - (charged if rows == 1 else np.tile(charged, (1, rows)))
         if keys is not None and made:
-            penalised = penalised.masked_fill(
-                _repeats(keys.view(n, width)[:, first : first + rows], made, v), NEG_INF
-            )
-        value, pick = penalised.max(1, keepdim=True) if size == 1 else _topk(penalised, size)
-        score = own.gather(1, pick)
-        search.append(score if keys is None else score.masked_fill(value == NEG_INF, NEG_INF))
+            repeats = _repeats(keys.reshape(n, width)[:, first : first + rows], made, v)
+            penalised[repeats] = NEG_INF
+        if size == 1:
+            pick = penalised.argmax(1)[:, None]
+            value = np.take_along_axis(penalised, pick, 1)
+        else:
+            value, pick = _topk(penalised, size)
+        score = np.take_along_axis(own, pick, 1)
+        search.append(score if keys is None else np.where(value == NEG_INF, np.float32(NEG_INF), score))
         flat.append(pick + first * v)
         token = pick % v
-        charged.scatter_add_(1, token, torch.full(token.shape, penalty))
+        np.add.at(charged, (np.arange(n)[:, None], token), step_penalty)
         if keys is not None:
-            made.append((keys.view(n, width).gather(1, first + pick // v), token))
+            made.append((np.take_along_axis(keys.reshape(n, width), first + pick // v, 1), token))
         first += 0 if width == 1 else size
-    return torch.cat(search, 1), torch.cat(flat, 1)
+    return np.concatenate(search, 1), np.concatenate(flat, 1)
 
 
 def _repeats(mine: Tensor, made: list[tuple[Tensor, Tensor]], size: int) -> Tensor:
     """(N, rows*V) bool: the tokens that, after the prefixes ``mine`` (N, rows) (their keys),
     would repeat a (prefix key, token) pair an earlier group made."""
-    their_keys, their_tokens = (torch.cat(x, 1) for x in zip(*made, strict=True))  # (N, P)
+    their_keys, their_tokens = (np.concatenate(x, 1) for x in zip(*made, strict=True))  # (N, P)
     same = mine[:, :, None] == their_keys[:, None, :]  # (N, rows, P)
-    repeat = torch.zeros(*mine.shape, size, dtype=torch.long)
-    repeat.scatter_add_(2, their_tokens[:, None].expand_as(same), same.long())
-    return (repeat > 0).view(mine.size(0), -1)
+    repeat = np.zeros((*mine.shape, size), dtype=bool)
+    req, rows, made_at = np.nonzero(same)
+    repeat[req, rows, their_tokens[req, made_at]] = True
+    return repeat.reshape(mine.shape[0], -1)
 
 
 def _topk(total: Tensor, k: int) -> tuple[Tensor, Tensor]:
-    """``total.topk(k, dim=1)`` for scores total (N, C), always k wide: when C < k (a short
+    """``topk(total, k)`` for scores total (N, C), always k wide: when C < k (a short
     list at the first step) the rest are dead beams (-inf), as over the whole vocabulary the
     search keeps its width after the first step."""
-    search, pick = total.topk(min(k, total.size(1)), dim=1)
-    if pick.size(1) < k:
-        short = k - pick.size(1)
-        search = torch.cat([search, search.new_full((search.size(0), short), NEG_INF)], 1)
-        pick = torch.cat([pick, pick.new_zeros((pick.size(0), short))], 1)
+    search, pick = topk(total, min(k, total.shape[1]))
+    if pick.shape[1] < k:
+        short = k - pick.shape[1]
+        search = np.concatenate([search, np.full((search.shape[0], short), NEG_INF, search.dtype)], 1)
+        pick = np.concatenate([pick, np.zeros((pick.shape[0], short), pick.dtype)], 1)
     return search, pick
 
 
@@ -314,11 +338,11 @@ def allocate(total: Tensor, bank: Tensor, k: int, n_banks: int) -> tuple[Tensor,
     characters each holds): the best of every bank first, an equal share each, then the
     best of the rest -> scores (N, K) best first, candidate indices (N, K)."""
     quota = max(1, k // n_banks)
-    c = total.size(1)
-    picks = [total.masked_fill(bank != b, NEG_INF).topk(min(quota, c), dim=1) for b in range(n_banks)]
-    best = total.topk(min(k, c), dim=1)
-    order = torch.cat([p.indices for p in picks] + [best.indices], dim=1).tolist()  # (N, banks*quota + K)
-    values = torch.cat([p.values for p in picks] + [best.values], dim=1).tolist()
+    c = total.shape[1]
+    picks = [topk(np.where(bank != b, np.float32(NEG_INF), total), min(quota, c)) for b in range(n_banks)]
+    best = topk(total, min(k, c))
+    order = np.concatenate([p[1] for p in picks] + [best[1]], axis=1).tolist()  # (N, banks*quota + K)
+    values = np.concatenate([p[0] for p in picks] + [best[0]], axis=1).tolist()
     n_picks = n_banks * min(quota, c)
     chosen = []
     for idx, val in zip(order, values, strict=True):
@@ -329,13 +353,12 @@ def allocate(total: Tensor, bank: Tensor, k: int, n_banks: int) -> tuple[Tensor,
             if i not in keep and not (j < n_picks and s == NEG_INF):  # (an empty bank gives nothing)
                 keep[i] = s
         chosen.append(sorted(keep, key=keep.__getitem__, reverse=True))
-    flat = torch.tensor(chosen)  # (N, K): the global best fill every row to min(k, C)
-    return total.gather(1, flat), flat
+    flat = np.array(chosen, dtype=np.int64)  # (N, K): the global best fill every row to min(k, C)
+    return np.take_along_axis(total, flat, 1), flat
 
 
-@torch.inference_mode()
 def rescore(
-    model: CoupletTransformer,
+    model: RescoringModel,
     src: Tensor,
     tokens: Tensor,
     score_end: bool = False,
@@ -351,30 +374,31 @@ def rescore(
     prefix."""
     n, k, length = tokens.shape
     rows = tokens.reshape(n * k, length)
-    target = torch.cat([rows, torch.full((n * k, 1), EOS_ID)], 1) if score_end else rows
-    tgt_in = torch.cat([torch.full((n * k, 1), BOS_ID), target[:, :-1]], 1)  # (NK, T)
-    memory = model.encode(src).repeat_interleave(k, 0)  # (NK, S, d): the encoder runs once per line
-    states = model.decode_states(memory, src.repeat_interleave(k, 0), tgt_in).flatten(0, 1)  # (NK*T, d)
+    target = np.concatenate([rows, np.full((n * k, 1), EOS_ID)], 1) if score_end else rows
+    tgt_in = np.concatenate([np.full((n * k, 1), BOS_ID), target[:, :-1]], 1)  # (NK, T)
+    memory = np.repeat(model.encode(src), k, 0)  # (NK, S, d): the encoder runs once per line
+    states = model.decode_states(memory, np.repeat(src, k, 0), tgt_in)  # (NK, T, d)
+    states = states.reshape(-1, states.shape[-1])  # (NK*T, d)
     which, firsts = _distinct_prefixes(tgt_in.tolist(), k)
-    which_t, target = torch.tensor(which), target.flatten()
+    which_t, target = np.array(which), target.reshape(-1)
     if shortlist is None:
-        logits = model.logits(states[firsts]).float()  # (U, V)
+        logits = model.logits(states[firsts]).astype(np.float32)  # (U, V)
         columns = target
     else:  # the prefixes come request by request: each request's rows against its own list
-        hidden = model.dec_norm(states[firsts]).float()  # (U, d)
-        per_request = torch.bincount(torch.tensor(firsts) // (k * tgt_in.size(1)), minlength=n)
-        parts = hidden.split(per_request.tolist())
-        logits = torch.cat([p @ shortlist.weight[i] for i, p in enumerate(parts)])  # (U, M)
-        logits.masked_fill_((shortlist.ids == PAD_ID).repeat_interleave(per_request, 0), NEG_INF)
-        request = torch.arange(n * k).repeat_interleave(tgt_in.size(1)) // k  # (NK*T,)
+        hidden = model.normed(states[firsts]).astype(np.float32)  # (U, d)
+        per_request = np.bincount(np.array(firsts) // (k * tgt_in.shape[1]), minlength=n)
+        parts = np.split(hidden, np.cumsum(per_request)[:-1])
+        logits = np.concatenate([p @ shortlist.weight[i] for i, p in enumerate(parts)])  # (U, M)
+        logits[np.repeat(shortlist.ids == PAD_ID, per_request, 0)] = NEG_INF
+        request = np.repeat(np.arange(n * k), tgt_in.shape[1]) // k  # (NK*T,)
         columns = shortlist.columns(model.cfg.vocab_size)[request, target]
-    norm = torch.logsumexp(logits, dim=-1)  # (U,)
-    picked = logits[which_t, columns.clamp(min=0)] - norm[which_t]  # (NK*T,)
-    picked = picked.masked_fill(columns < 0, NEG_INF)
-    return picked.view(n, k, -1).sum(2)
+    top = logits.max(-1, keepdims=True)
+    norm = (np.log(np.exp(logits - top).sum(-1, keepdims=True)) + top)[:, 0]  # (U,) logsumexp
+    picked = logits[which_t, np.maximum(columns, 0)] - norm[which_t]  # (NK*T,)
+    picked[columns < 0] = NEG_INF
+    return picked.reshape(n, k, -1).sum(2)
 
 
-@torch.inference_mode()
 def forced_search(
     model: StepModel,
     src: Tensor,
@@ -394,36 +418,35 @@ def forced_search(
     before the first position where the lines differ run once, for one row."""
     c, length = lines.shape
     steps = length + 1 if score_end else length
-    target = torch.cat([lines, torch.full((c, 1), EOS_ID)], 1) if score_end else lines
-    differ = (target != target[:1]).any(0).nonzero()
+    target = np.concatenate([lines, np.full((c, 1), EOS_ID)], 1) if score_end else lines
+    differ = np.flatnonzero((target != target[:1]).any(0))
     shared = int(differ[0]) if len(differ) else steps  # steps taken once, for one row
     memory = model.encode(src) if memory is None else memory
-    cache = _fit_cache(model.new_cache(memory, src), steps)
+    cache = model.new_cache(memory, src, steps)
     normalised = LOG_PROBS in model.capabilities
     width = 1
-    search = torch.zeros(1)
-    logp_sum = torch.zeros(1)
-    prev = torch.full((1,), BOS_ID, dtype=torch.long)
+    search = np.zeros(1, np.float32)
+    logp_sum = np.zeros(1, np.float32)
+    prev = np.full((1,), BOS_ID, dtype=np.int64)
     for pos in range(steps):
         if pos == shared and c > 1:  # from here on every line has its own row
-            cache = model.reorder_cache(cache, torch.zeros(c, dtype=torch.long))
+            cache = model.reorder_cache(cache, np.zeros(c, dtype=np.int64))
             width = c
-            search, logp_sum, prev = search.expand(c).clone(), logp_sum.expand(c).clone(), prev.expand(c)
+            search, logp_sum, prev = np.repeat(search, c), np.repeat(logp_sum, c), np.repeat(prev, c)
         rows = target[:width]
-        logp = model.step(cache, prev, pos).float()  # (width, V)
-        logp = logp if normalised else F.log_softmax(logp, dim=-1)
+        logp = model.step(cache, prev, pos)  # (width, V)
+        logp = logp if normalised else log_softmax(logp)
         scores = logp + table[0, pos]
-        step = Step(pos, rows[:, :pos], torch.zeros(width, dtype=torch.long))
+        step = Step(pos, rows[:, :pos], np.zeros(width, dtype=np.int64))
         for rule in step_rules:
             scores = rule(scores, step)
         tok = rows[:, pos]
-        search = search + scores.gather(1, tok[:, None])[:, 0]
-        logp_sum = logp_sum + logp.gather(1, tok[:, None])[:, 0]
+        search = search + np.take_along_axis(scores, tok[:, None], 1)[:, 0]
+        logp_sum = logp_sum + np.take_along_axis(logp, tok[:, None], 1)[:, 0]
         prev = tok
-    return search.expand(c), logp_sum.expand(c)
+    return np.broadcast_to(search, (c,)).copy(), np.broadcast_to(logp_sum, (c,)).copy()
 
 
-@torch.inference_mode()
 def next_scores(
     model: StepModel,
     src: Tensor,
@@ -437,17 +460,17 @@ def next_scores(
     table's row, the step rules on that prefix."""
     pos = len(prefix)
     memory = model.encode(src) if memory is None else memory
-    cache = _fit_cache(model.new_cache(memory, src), pos + 1)
+    cache = model.new_cache(memory, src, pos + 1)
     normalised = LOG_PROBS in model.capabilities
-    tokens = torch.tensor([list(prefix)], dtype=torch.long).view(1, pos)
-    prev = torch.full((1,), BOS_ID, dtype=torch.long)
+    tokens = np.array(list(prefix), dtype=np.int64).reshape(1, pos)
+    prev = np.full((1,), BOS_ID, dtype=np.int64)
     for p in range(pos + 1):
-        logp = model.step(cache, prev, p).float()
+        logp = model.step(cache, prev, p)
         if p < pos:
             prev = tokens[:, p]
-    logp = logp if normalised else F.log_softmax(logp, dim=-1)
+    logp = logp if normalised else log_softmax(logp)
     scores = logp + table[0, pos]
-    step = Step(pos, tokens, torch.zeros(1, dtype=torch.long))
+    step = Step(pos, tokens, np.zeros(1, dtype=np.int64))
     for rule in step_rules:
         scores = rule(scores, step)
     return scores[0]
@@ -470,16 +493,6 @@ def _distinct_prefixes(rows: list[list[int]], per_request: int) -> tuple[list[in
                 firsts.append(i * width + t)
             which.append(node)
     return which, firsts
-
-
-def _fit_cache(cache: Any, steps: int) -> Any:
-    """Cut the self-attention buffers (allocated for the model's longest line) to the
-    ``steps`` positions this search writes, so that reordering beams copies only those."""
-    if not isinstance(cache, DecoderCache):
-        return cache
-    layers = [LayerCache(c.k[:, :, :steps], c.v[:, :, :steps], c.ck, c.cv) for c in cache.layers]
-    aligned = None if cache.aligned is None else cache.aligned[:, :steps]
-    return DecoderCache(layers, cache.mem_mask, aligned)
 
 
 def _reorder_beams(model: StepModel, cache: Any, parent: Tensor) -> Any:

@@ -7,8 +7,7 @@ import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-import torch
-from torch import Tensor
+import numpy as np
 
 from data.text import is_any_punct
 from data.tones import Tone, char_tone
@@ -17,44 +16,44 @@ from data.vocab import BOS_ID, EOS_ID, PAD_ID, UNK_ID, Vocab
 NEG_INF = float("-inf")
 
 
-def _tone_tensor(pieces: Sequence[str], tone_of: Callable[[str], Tone]) -> Tensor:
-    return torch.tensor([int(tone_of(p)) if len(p) == 1 else 0 for p in pieces], dtype=torch.int8)
+def _tone_array(pieces: Sequence[str], tone_of: Callable[[str], Tone]) -> np.ndarray:
+    return np.array([int(tone_of(p)) if len(p) == 1 else 0 for p in pieces], dtype=np.int8)
 
 
 @dataclass
 class VocabTables:
-    """What the rules need to know about each vocabulary entry, as (V,) tensors."""
+    """What the rules need to know about each vocabulary entry, as (V,) arrays."""
 
     pieces: list[str]
-    never: Tensor  # (V,) bool: special or whitespace pieces, never generated (EOS apart)
-    punct: Tensor  # (V,) bool: punctuation marks
-    _tones: dict[tuple[str, str], Tensor] = field(default_factory=dict)
-    _masks: dict[tuple[object, ...], Tensor] = field(default_factory=dict)
+    never: np.ndarray  # (V,) bool: special or whitespace pieces, never generated (EOS apart)
+    punct: np.ndarray  # (V,) bool: punctuation marks
+    _tones: dict[tuple[str, str], np.ndarray] = field(default_factory=dict)
+    _masks: dict[tuple[object, ...], np.ndarray] = field(default_factory=dict)
 
     @classmethod
     def build(cls, vocab: Vocab, pieces: list[str] | None = None) -> VocabTables:
         """``pieces`` may extend the vocabulary's to the model's output size ("" = never)."""
         pieces = pieces if pieces is not None else vocab.pieces
-        never = torch.tensor([len(p) != 1 or p.isspace() or p == "▁" for p in pieces])
+        never = np.array([len(p) != 1 or p.isspace() or p == "▁" for p in pieces], dtype=bool)
         never[[PAD_ID, UNK_ID, BOS_ID]] = True
         never[EOS_ID] = False
-        punct = torch.tensor([len(p) == 1 and is_any_punct(p) for p in pieces])
+        punct = np.array([len(p) == 1 and is_any_punct(p) for p in pieces], dtype=bool)
         return cls(pieces, never, punct)
 
     @property
     def size(self) -> int:
         return len(self.pieces)
 
-    def tone(self, mode: str) -> Tensor:
+    def tone(self, mode: str) -> np.ndarray:
         """(V,) int8 context-free tone class (the default reading; lenient: every reading)."""
         return self._cached("tone", mode)
 
-    def fixed_tone(self, mode: str) -> Tensor:
+    def fixed_tone(self, mode: str) -> np.ndarray:
         """(V,) int8 tone no phrase context can flip: the union of every reading's tone
         (a 入声 character is oblique in classical mode whatever its reading)."""
         return self._cached("fixed", mode)
 
-    def _cached(self, kind: str, mode: str) -> Tensor:
+    def _cached(self, kind: str, mode: str) -> np.ndarray:
         key = (kind, mode)
         if key not in self._tones:
             fn: Callable[[str], Tone]
@@ -64,38 +63,38 @@ class VocabTables:
                 fn = _classical_fixed
             else:
                 fn = functools.partial(char_tone, mode="lenient")
-            self._tones[key] = _tone_tensor(self.pieces, fn)
+            self._tones[key] = _tone_array(self.pieces, fn)
         return self._tones[key]
 
-    def ids(self, kind: str) -> Tensor:
+    def ids(self, kind: str) -> np.ndarray:
         """The vocabulary ids where ``never`` or ``punct`` holds: a rule that blanks a few
         columns indexes them instead of masking every entry of its table."""
         key = ("ids", kind)
         if key not in self._masks:
-            self._masks[key] = getattr(self, kind).nonzero().flatten()
+            self._masks[key] = np.flatnonzero(getattr(self, kind))
         return self._masks[key]
 
-    def has_tone(self, mode: str, tone: Tone) -> Tensor:
+    def has_tone(self, mode: str, tone: Tone) -> np.ndarray:
         """(V,) float: 1 where the context-free tone class is exactly ``tone``."""
         key = ("has", mode, int(tone))
         if key not in self._masks:
-            self._masks[key] = (self.tone(mode) == int(tone)).float()
+            self._masks[key] = (self.tone(mode) == int(tone)).astype(np.float32)
         return self._masks[key]
 
-    def level(self, mode: str) -> Tensor:
+    def level(self, mode: str) -> np.ndarray:
         """(V,) bool: level in the context-free reading."""
         key = ("level", mode)
         if key not in self._masks:
             self._masks[key] = self.tone(mode) == int(Tone.LEVEL)
         return self._masks[key]
 
-    def end_ok(self, mode: str, want: Tone) -> Tensor:
+    def end_ok(self, mode: str, want: Tone) -> np.ndarray:
         key = ("end", mode, int(want))
         if key not in self._masks:
             self._masks[key] = self._end_ok(mode, want)
         return self._masks[key]
 
-    def _end_ok(self, mode: str, want: Tone) -> Tensor:
+    def _end_ok(self, mode: str, want: Tone) -> np.ndarray:
         """(V,) bool: characters the string check will accept as the lower line's end.
 
         Lenient mode accepts any reading; modern and classical modes read the line in
