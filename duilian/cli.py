@@ -230,9 +230,8 @@ def query(args: argparse.Namespace, upper: str) -> Query:
 
 
 def load(args: argparse.Namespace) -> LoadedModel:
-    """The bundle with the site's default engine (the server's settings' defaults)."""
-    import torch
-
+    """The bundle with the site's default engine (the server's settings' defaults). On ONNX
+    Runtime with its graphs cached (after the first run) PyTorch is not imported at all."""
     from duilian.service import Engine, LoadedModel
     from model.decoding.options import SERVE_INT8, SERVE_RUNTIME
     from model.release.bundle import MODEL_FILE, WEIGHTS_FILE, has_model, missing_model
@@ -243,12 +242,15 @@ def load(args: argparse.Namespace) -> LoadedModel:
             f"{folder} 不是模型目录（缺少 {WEIGHTS_FILE}，旧模型目录为 {MODEL_FILE}）",
             f"{missing_model(folder)}; the shipped one is models/default",
         )
-    torch.set_num_threads(1)  # as the site's decode workers: one thread a decode
     cache = args.graph_cache or graph_cache_dir()
     try:
-        return LoadedModel.load(folder, None, Engine(SERVE_INT8, SERVE_RUNTIME, cache), warm=False, lazy=True)
+        model = LoadedModel.load(folder, None, Engine(SERVE_INT8, SERVE_RUNTIME, cache), warm=False, lazy=True)
     except (OSError, ValueError, KeyError, RuntimeError) as exc:
         raise Problem("模型无法读取", f"the model bundle at {folder} cannot be read: {exc}") from exc
+    torch = sys.modules.get("torch")  # (imported when the graphs had to be exported)
+    if torch is not None:
+        torch.set_num_threads(1)  # as the site's decode workers: one thread a decode
+    return model
 
 
 def ask(server: str, q: Query, timeout: float = 300) -> dict[str, Any]:

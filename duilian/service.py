@@ -26,8 +26,6 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-import torch
-
 from data.banners import BANNERS_FILE, BannerTable
 from data.rules import RuleReport
 from data.segment import boundaries
@@ -36,6 +34,7 @@ from data.tones import line_tones, mark
 from duilian.inputs import FORWARD, OVERSAMPLE, REVERSE, AlternativesQuery, Query
 from model.decoding.blocked import BlockedWords
 from model.decoding.decoder import Decoder
+from model.decoding.onnx_engine import OnnxTagger, OnnxTransformer
 from model.decoding.options import (
     DIVERSE_PENALTY,
     MAX_CANDIDATES,
@@ -46,7 +45,7 @@ from model.decoding.options import (
 )
 from model.decoding.options import Candidate as DecodeCandidate
 from model.decoding.plan import ConstraintError
-from model.release.bundle import Bundle, load_bundle, model_file
+from model.release.bundle import Bundle, graph_key, head_weight_t, load_bundle, model_config, model_file
 
 log = logging.getLogger(__name__)
 KNOWN_SHOWN = 5  # known lower lines in an answer, from the bundle or the corpus file
@@ -289,6 +288,44 @@ def blocked_words(bundle: Bundle, extra: SensitiveFilter | None) -> BlockedWords
     return tables[0] if len(tables) == 1 else tables[0].merged(tables[1])
 
 
+def build_decoder(
+    bundle: Bundle,
+    engine: Engine,
+    blocked: BlockedWords | None,
+    reverse: bool = False,
+) -> Decoder:
+    """The decoder of the bundle's model (``reverse``: its lower_to_upper model, without a
+    proposer, on the pairing table swapped) as ``engine`` asks. On ONNX Runtime with a graph
+    cache, the graphs are kept under keys of the bundle's files (``bundle.graph_key``); when
+    they are all there the decoder is built from them and the weights' few arrays it needs,
+    without reading the PyTorch models (nor importing PyTorch): the command line's start and
+    a decode worker's. Otherwise the models are read and the graphs exported (and cached)."""
+    pairing = bundle.pairing if not reverse or bundle.pairing is None else bundle.pairing.swapped()
+    role = "reverse" if reverse else "model"
+    with_proposer = bundle.has_proposer and not reverse
+    keys = (graph_key(bundle, role), graph_key(bundle, "proposer") if with_proposer else None)
+    if engine.runtime == "onnx" and engine.graph_cache is not None and keys[0] is not None:
+        cache = engine.graph_cache
+        model = OnnxTransformer.cached(model_config(bundle.path, role), keys[0], cache, engine.int8)
+        proposer = None
+        if with_proposer and keys[1] is not None:
+            proposer = OnnxTagger.cached(model_config(bundle.path, "proposer"), keys[1], cache, engine.int8)
+        if model is not None and (proposer is not None or not with_proposer):
+            head_t = head_weight_t(bundle.path) if proposer is not None else None
+            return Decoder.from_engines(model, bundle.vocab, proposer, head_t, pairing, blocked)
+    return Decoder(
+        bundle.reverse if reverse else bundle.model,
+        bundle.vocab,
+        int8=engine.int8,
+        proposer=bundle.proposer if with_proposer else None,
+        runtime=engine.runtime,
+        pairing=pairing,
+        graph_cache=engine.graph_cache,
+        blocked=blocked,
+        graph_keys=keys,
+    )
+
+
 class LoadedModel:
     """One bundle with its decoder and sensitive-word filters, ready to answer."""
 
@@ -297,16 +334,7 @@ class LoadedModel:
     ) -> None:
         self.bundle = bundle
         self.version = model_version(bundle)
-        self.decoder = Decoder(
-            bundle.model,
-            bundle.vocab,
-            int8=engine.int8,
-            proposer=bundle.proposer,
-            runtime=engine.runtime,
-            pairing=bundle.pairing,
-            graph_cache=engine.graph_cache,
-            blocked=blocked_words(bundle, extra_filter),
-        )
+        self.decoder = build_decoder(bundle, engine, blocked_words(bundle, extra_filter))
         self.engine = engine
         self._reverse: list[Decoder] = []  # 下联求上联: the reverse model's decoder, built on first use
         self._reverse_lock = threading.Lock()
@@ -326,11 +354,13 @@ class LoadedModel:
     ) -> LoadedModel:
         """The bundle at ``path``, its decoder warmed by one small decode (``warm``: the tables a
         decode builds on first use are built now, not in the first request); ``lazy``: the bundle's
-        known lower lines read on first use (``load_bundle``)."""
-        model = cls(load_bundle(path, lazy=lazy), extra_filter, engine)
+        known lower lines read on first use (``load_bundle``). On ONNX Runtime with a graph
+        cache the PyTorch models are read only if the graphs must be exported (``build_decoder``)."""
+        models = not (engine.runtime == "onnx" and engine.graph_cache is not None)
+        model = cls(load_bundle(path, lazy=lazy, models=models), extra_filter, engine)
         if warm:
             model.answer_batch([Query("春风得意", 1)], 0)
-            if model.bundle.reverse is not None:
+            if model.bundle.has_reverse:
                 model.answer_batch([Query("家和万事兴", 1, direction=REVERSE)], 0)
         return model
 
@@ -338,7 +368,7 @@ class LoadedModel:
         """The decoder of a direction; ConstraintError when the bundle has no model for it."""
         if direction != REVERSE:
             return self.decoder
-        if self.bundle.reverse is None:
+        if not self.bundle.has_reverse:
             raise ConstraintError(
                 "direction",
                 "此模型没有下联求上联的模型（模型包里没有 reverse.safetensors）",
@@ -352,18 +382,8 @@ class LoadedModel:
         when it warms up (``load(warm=True)``)."""
         with self._reverse_lock:
             if not self._reverse:
-                reverse, pairing = self.bundle.reverse, self.bundle.pairing
-                assert reverse is not None
                 self._reverse.append(
-                    Decoder(
-                        reverse,
-                        self.bundle.vocab,
-                        int8=self.engine.int8,
-                        runtime=self.engine.runtime,
-                        pairing=None if pairing is None else pairing.swapped(),
-                        graph_cache=self.engine.graph_cache,
-                        blocked=self.decoder.blocked,
-                    )
+                    build_decoder(self.bundle, self.engine, self.decoder.blocked, reverse=True)
                 )
             return self._reverse[0]
 
@@ -416,10 +436,9 @@ class LoadedModel:
         except ConstraintError as exc:
             return [exc for _ in queries]
         try:
-            with torch.inference_mode():
-                results: list[DecodeResult | Exception] = list(
-                    decoder.generate_batch([q.upper for q in queries], options)
-                )
+            results: list[DecodeResult | Exception] = list(
+                decoder.generate_batch([q.upper for q in queries], options)
+            )
         except ConstraintError:  # the batch stops at the first impossible line: one by one
             results = [self._decode(decoder, q.upper, options) for q in queries]
         answers: list[Answer | Exception] = []
@@ -444,14 +463,13 @@ class LoadedModel:
             required_first=query.required_first,
             required_chars=query.required_chars or "",
         )
-        with torch.inference_mode():
-            found: Alternatives = self.decoder_for(query.direction).alternatives(
-                query.given,
-                query.written,
-                query.position,
-                options,
-                k=min(query.n + 1 + OVERSAMPLE, MAX_CANDIDATES),  # room for the line's own and filtered ones
-            )
+        found: Alternatives = self.decoder_for(query.direction).alternatives(
+            query.given,
+            query.written,
+            query.position,
+            options,
+            k=min(query.n + 1 + OVERSAMPLE, MAX_CANDIDATES),  # room for the line's own and filtered ones
+        )
         clean = [a for a in found.alternatives if self.is_clean(a.text, query.given)]
         kept = [a for a in clean if not a.original][: query.n]
         kept = sorted(kept + [a for a in clean if a.original], key=lambda a: a.rank, reverse=True)
@@ -480,8 +498,7 @@ class LoadedModel:
     @staticmethod
     def _decode(decoder: Decoder, upper: str, options: DecodeOptions) -> DecodeResult | Exception:
         try:
-            with torch.inference_mode():
-                return decoder.generate(upper, options)
+            return decoder.generate(upper, options)
         except ConstraintError as exc:
             return exc
 

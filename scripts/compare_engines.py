@@ -70,15 +70,15 @@ def main(argv: list[str] | None = None) -> int:
         exact = exact or model
         found[name] = tops(model, uppers)
     if args.torchscript:
-        import model.decoding.onnx_engine as onnx_engine
+        import model.decoding.onnx_export as onnx_export
 
-        exporter, onnx_engine._export = onnx_engine._export, torchscript_export  # type: ignore[assignment]
+        exporter, onnx_export._export = onnx_export._export, torchscript_export  # type: ignore[assignment]
         try:
             found["onnx_int8_torchscript"] = tops(
                 LoadedModel.load(args.model, engine=Engine(True, "onnx")), uppers
             )
         finally:
-            onnx_engine._export = exporter
+            onnx_export._export = exporter
     assert exact is not None
     bundle, n = exact.bundle, len(uppers)
     summary = {

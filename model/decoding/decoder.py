@@ -18,20 +18,20 @@ Shapes: N requests, K beams, B = N*K rows, L line length, V vocabulary.
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from torch import nn
 
 from data.pairing import PairingTable
 from data.rules import check_answer, punctuation_mirrored, reads_reversed
 from data.segment import boundaries
 from data.text import is_punct, text_end
 from data.tones import Tone, line_tones, mark
-from data.vocab import Vocab
+from data.vocab import EOS_ID, Vocab
 from model.decoding.arrays import log_softmax, topk
 from model.decoding.blocked import BlockedWords, NoBlockedWords
 from model.decoding.long_lines import LONG_FROM, generate_long
@@ -48,14 +48,15 @@ from model.decoding.options import (
     Runtime,
 )
 from model.decoding.plan import FREE, ConstraintError, Plan, check_lock, check_lock_pattern, plan_request
-from model.decoding.quantize import quantized
 from model.decoding.score_rules import StepRule, Weights, build_rules, fuse
 from model.decoding.search import forced_search, next_scores, rescore, run_search, strategy_for
 from model.decoding.shortlist import Shortlist
-from model.decoding.torch_engine import wrap
 from model.decoding.vocab_tables import NEG_INF, VocabTables
-from model.net.tagger import CoupletTagger
-from model.net.transformer import EOS_ID, CoupletTransformer
+from model.net.config import ModelConfig
+
+if TYPE_CHECKING:
+    from model.net.tagger import CoupletTagger
+    from model.net.transformer import CoupletTransformer
 
 __all__ = ["Decoder"]
 
@@ -63,22 +64,37 @@ Tensor = np.ndarray  # (the search's arrays: float32 scores, int64 tokens)
 
 
 def _runtime_copy(
-    model: CoupletTransformer | CoupletTagger, int8: bool, runtime: Runtime, graph_cache: Path | None = None
+    model: CoupletTransformer | CoupletTagger,
+    int8: bool,
+    runtime: Runtime,
+    graph_cache: Path | None = None,
+    key: str | None = None,
 ) -> Any:
     """The model as the search runs it: eager PyTorch (an int8 copy with ``int8``), or its
-    graphs on ONNX Runtime (kept in ``graph_cache`` between runs when given)."""
+    graphs on ONNX Runtime (kept in ``graph_cache`` between runs when given, under ``key``:
+    by default a digest of the model, onnx_engine.model_key)."""
+    from model.net.transformer import CoupletTransformer
+
     if runtime == "onnx":
         # One thread: a step is too small to split (two threads per request measured no faster).
         if isinstance(model, CoupletTransformer):
-            return OnnxTransformer(model, int8, cache_dir=graph_cache)
-        return OnnxTagger(model, int8, cache_dir=graph_cache)
+            return OnnxTransformer(model, int8, cache_dir=graph_cache, key=key)
+        return OnnxTagger(model, int8, cache_dir=graph_cache, key=key)
+    from model.decoding.quantize import quantized
+
     return quantized(model) if int8 else model.eval()
 
 
 def _engine(model: Any) -> Any:
     """``model`` speaking arrays, as the search asks: the ONNX engine does; a PyTorch module
-    gets its adapter (model/decoding/torch_engine.py)."""
-    return wrap(model) if isinstance(model, nn.Module) else model
+    gets its adapter (model/decoding/torch_engine.py). (A process that has not imported
+    PyTorch holds no PyTorch module.)"""
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(model, torch.nn.Module):
+        from model.decoding.torch_engine import wrap
+
+        return wrap(model)
+    return model
 
 
 class Decoder:
@@ -94,6 +110,7 @@ class Decoder:
         pairing: PairingTable | None = None,
         blocked: BlockedWords | None = None,
         graph_cache: Path | None = None,
+        graph_keys: tuple[str | None, str | None] = (None, None),
     ) -> None:
         """``int8``: decode with copies of the models whose linear layers run in int8
         (dynamic quantisation: 1.2-1.7x faster steps on a CPU, logits within ~0.1).
@@ -111,20 +128,62 @@ class Decoder:
         ``blocked``: words no candidate may complete (model/decoding/blocked.py), where they
         would be words of the line; locks that spell one raise ConstraintError.
         ``graph_cache``: a folder where the ONNX runtime keeps its exported graphs between runs
-        (onnx_engine.GraphCache: the same bytes, so the same candidates, without the export)."""
+        (onnx_engine.GraphCache: the same bytes, so the same candidates, without the export),
+        under ``graph_keys`` (the model's and the proposer's; None: a digest of the model).
+        ``Decoder.from_engines`` builds one from ONNX engines alone, without PyTorch."""
+        from model.net.transformer import CoupletTransformer
+
         if proposer is not None and not isinstance(model, CoupletTransformer):
             raise ValueError("a proposer's candidates are rescored by an encoder-decoder model")
-        # the output layer's weight, transposed (d, V), for the shortlists' columns
-        head = model.head.weight.detach().float().numpy()
-        self.head_t = np.ascontiguousarray(head.T) if proposer is not None else np.empty((0, 0), np.float32)
         if runtime not in RUNTIMES:
             raise ValueError(f"runtime must be one of {', '.join(RUNTIMES)}, got {runtime!r}")
+        # the output layer's weight, transposed (d, V), for the shortlists' columns
+        head_t = np.ascontiguousarray(model.head.weight.detach().float().numpy().T) if proposer else None
+        self._setup(
+            _runtime_copy(model, int8, runtime, graph_cache, graph_keys[0]),
+            model.cfg,
+            vocab,
+            None if proposer is None else _runtime_copy(proposer, int8, runtime, graph_cache, graph_keys[1]),
+            head_t,
+            pairing,
+            blocked,
+        )
+
+    @classmethod
+    def from_engines(
+        cls,
+        engine: OnnxTransformer,
+        vocab: Vocab,
+        proposer: OnnxTagger | None = None,
+        head_t: np.ndarray | None = None,
+        pairing: PairingTable | None = None,
+        blocked: BlockedWords | None = None,
+    ) -> Decoder:
+        """A decoder on ONNX engines already built (``OnnxTransformer.cached``: no PyTorch in
+        the process); ``head_t``: the output layer's weight transposed (d, V), with a proposer."""
+        if proposer is not None and head_t is None:
+            raise ValueError("a proposer's shortlists need the output layer's weight (head_t)")
+        decoder = cls.__new__(cls)
+        decoder._setup(engine, engine.cfg, vocab, proposer, head_t, pairing, blocked)
+        return decoder
+
+    def _setup(
+        self,
+        model: Any,
+        cfg: ModelConfig,
+        vocab: Vocab,
+        proposer: Any,
+        head_t: np.ndarray | None,
+        pairing: PairingTable | None,
+        blocked: BlockedWords | None,
+    ) -> None:
         # (the models as given or their runtime copies; the search runs ``engine`` and
         # ``proposer_engine``, the same models speaking arrays)
-        self.model: Any = _runtime_copy(model, int8, runtime, graph_cache)
-        self.proposer: Any = None if proposer is None else _runtime_copy(proposer, int8, runtime, graph_cache)
+        self.model: Any = model
+        self.proposer: Any = proposer
+        self.head_t = head_t if head_t is not None else np.empty((0, 0), np.float32)
         self.vocab = vocab
-        size = model.cfg.vocab_size
+        size = cfg.vocab_size
         if size < len(vocab):
             raise ValueError(f"model has {size} output ids but the vocabulary {len(vocab)}")
         pieces = vocab.pieces + [""] * (size - len(vocab))  # ids past the vocabulary: never
@@ -138,7 +197,7 @@ class Decoder:
         # a lower_to_upper model (下联求上联): the line given is a lower line, the lines written
         # upper lines; the same rules but the tone at the end, reports of (written, given), and
         # its errors' messages with the lines' names swapped (ConstraintError.mirrored)
-        self.reverse = model.cfg.reverse
+        self.reverse = cfg.reverse
 
     @property
     def engine(self) -> Any:

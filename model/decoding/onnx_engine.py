@@ -6,11 +6,13 @@ Runtime runs the same graph with fused kernels: on this project's 2-core machine
 of the shipped model (10 beam rows) took 1.05 ms in int8, against 4.5 ms in eager fp32 and
 3.6 ms in eager int8 (docs/EXPERIMENTS.md §6).
 
-The graphs are exported from the PyTorch modules when the engine is built, with the
-``torch.export``-based exporter (several seconds a model; ``GraphCache`` keeps them between
-runs), so a bundle holds only the PyTorch weights. The export traces one path through the
-Python code, so the traced functions branch on nothing but fixed settings. ``int8`` quantises their matrix
-products dynamically (int8 weights, activations quantised per call).
+The graphs are exported from the PyTorch modules (model/decoding/onnx_export.py) when an
+engine is first built from a model, and kept between runs by ``GraphCache``, keyed by the
+weights (and the traced code, the exporter's and the runtime's versions). ``int8`` quantises
+their matrix products dynamically (int8 weights, activations quantised per call). An engine
+whose graphs are all cached is built without the model (``OnnxTransformer.cached``): this
+module and the search need no PyTorch, so the command line and the decode workers start
+without importing it.
 
 Decoding never pads a source line (lines of one length are decoded together), so the
 graphs take no source mask: ``new_cache`` refuses a source with padding.
@@ -21,80 +23,41 @@ H heads, dh head width, d model width, V vocabulary.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib.metadata
-import inspect
 import logging
-import sys
 import tempfile
 import warnings
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar, cast
+from typing import TYPE_CHECKING, Any, ClassVar, cast
 
 import numpy as np
-import torch
-from torch import Tensor, nn
 
 from data.files import atomic_file
+from data.vocab import PAD_ID
 from model.decoding.lattice import LatticeSteps
 from model.net.capabilities import LISTED_IN_GRAPH, LISTED_ROWS, REORDER_BEAMS
-from model.net.tagger import CoupletTagger
-from model.net.transformer import PAD_ID, CoupletTransformer, EncoderLayer
+from model.net.config import ModelConfig
+
+if TYPE_CHECKING:
+    from model.net.tagger import CoupletTagger
+    from model.net.transformer import CoupletTransformer
 
 OPSET = 18  # the torch.export-based exporter writes opset 18 and later
-Axes = dict[str, dict[int, str]]  # input name -> {dimension: its name}
-
-
-def _dynamic_shapes(module: nn.Module, inputs: list[str], axes: Axes) -> tuple[Any, ...]:
-    """``axes`` as ``torch.export`` takes them: one ``Dim`` per name, shared by every input
-    whose dimension bears it (so the exporter knows those sizes are equal), shaped like the
-    arguments of ``module.forward`` (its ``*args`` one tuple). Any dimension may be 0 (the empty
-    KV cache of the first step)."""
-    dims = {name: torch.export.Dim(name, min=0) for named in axes.values() for name in named.values()}
-    specs = [{d: dims[name] for d, name in axes[i].items()} if i in axes else None for i in inputs]
-    params = inspect.signature(module.forward).parameters.values()
-    if not any(p.kind is p.VAR_POSITIONAL for p in params):
-        return tuple(specs)
-    fixed = sum(p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) for p in params)
-    return (*specs[:fixed], tuple(specs[fixed:]))
-
-
-def _export(
-    module: nn.Module, args: tuple[Tensor, ...], inputs: list[str], outputs: list[str], axes: Axes
-) -> bytes:
-    """The ONNX graph of ``module(*args)`` with the named inputs and outputs, the dimensions
-    ``axes`` names dynamic. ``torch.export`` traces the module (non-strict: the Python runs as
-    it is, its tensor operations recorded; so every dynamic dimension of ``args`` must be at
-    least 2, since a size of 0 or 1 would be taken for a constant), then the ``torch.export``-based
-    ONNX exporter translates the program, its optimiser folding constants and removing dead
-    nodes."""
-    # one tensor object given for two inputs is taken for one input aliased twice (the graph
-    # would read the first layer's cache for every layer): every input its own copy
-    args = tuple(a.clone() for a in args)
-    quiet = logging.getLogger("torch.onnx")  # it logs a warning per torchvision operator it lacks
-    level = quiet.level
-    quiet.setLevel(logging.ERROR)
-    try:
-        with warnings.catch_warnings(), torch.no_grad():
-            warnings.simplefilter("ignore")  # notes on the opset it converts to, and on torch.export
-            exported = torch.export.export(
-                module.eval(), args, dynamic_shapes=_dynamic_shapes(module, inputs, axes), strict=False
-            )
-            program = torch.onnx.export(
-                exported,
-                input_names=inputs,
-                output_names=outputs,
-                opset_version=OPSET,
-                dynamo=True,
-                external_data=False,
-                verbose=False,
-            )
-    finally:
-        quiet.setLevel(level)
-    if program is None:  # only the TorchScript exporter, writing to a file, returns None
-        raise RuntimeError("the ONNX exporter gave no program")
-    return cast(bytes, program.model_proto.SerializeToString())
+# the graphs of each engine, by name (model/decoding/onnx_export.py says what each is)
+TRANSFORMER_GRAPHS = ("encode", "prepare", "step", "scored_step", "decode_states", "head")
+TAGGER_GRAPHS = ("tag",)
+_HERE = Path(__file__).resolve().parent
+# The code an exported graph is traced from: a change to any of them makes new cache keys.
+_TRACED_SOURCES = (
+    _HERE / "onnx_engine.py",
+    _HERE / "onnx_export.py",
+    _HERE.parent / "net" / "transformer.py",
+    _HERE.parent / "net" / "tagger.py",
+)
 
 
 def _quantised(graph: bytes) -> bytes:
@@ -124,14 +87,6 @@ def _session(graph: bytes, threads: int) -> Any:
     return ort.InferenceSession(graph, so, providers=["CPUExecutionProvider"])
 
 
-# The code an exported graph is traced from: a change to any of them makes new cache keys.
-_TRACED_SOURCES = (
-    Path(__file__),
-    Path(sys.modules[CoupletTransformer.__module__].__file__ or ""),
-    Path(sys.modules[CoupletTagger.__module__].__file__ or ""),
-)
-
-
 def _version(package: str) -> str:
     try:
         return importlib.metadata.version(package)
@@ -139,19 +94,28 @@ def _version(package: str) -> str:
         return ""
 
 
-def model_key(model: nn.Module) -> str:
-    """A digest of everything an exported graph of ``model`` depends on: its configuration and
-    weights, the traced code, the exporter's and the runtime's versions (a few ms a model)."""
+@functools.lru_cache(maxsize=1)
+def traced_digest() -> str:
+    """A digest of the traced code and of the exporter's and the runtime's versions."""
     h = hashlib.blake2b(digest_size=16)
-    h.update(repr(getattr(model, "cfg", None)).encode())
     for path in _TRACED_SOURCES:
         h.update(path.read_bytes())
     for package in ("torch", "onnx", "onnxscript", "onnxruntime"):
         h.update(f"{package}={_version(package)};".encode())
-    for name, tensor in model.state_dict().items():
-        t = tensor.detach().cpu().contiguous()
-        h.update(f"{name}:{t.dtype}:{tuple(t.shape)};".encode())
-        h.update(t.reshape(-1).view(torch.uint8).numpy().tobytes())
+    return h.hexdigest()
+
+
+def files_key(role: str, paths: Sequence[Path]) -> str:
+    """The graph-cache key of a bundle's model ``role`` (``model``, ``proposer``, ``reverse``)
+    read from ``paths`` (its weights and configuration, and any file it shares tensors with):
+    their bytes, the traced code, the versions; no PyTorch (``onnx_export.model_key`` keys a
+    model in memory)."""
+    h = hashlib.blake2b(digest_size=16)
+    h.update(f"{role};{traced_digest()};".encode())
+    for path in paths:
+        h.update(f"{path.name}:".encode())
+        with open(path, "rb") as f:
+            h.update(hashlib.file_digest(f, "blake2b").digest())
     return h.hexdigest()
 
 
@@ -161,8 +125,8 @@ class GraphCache:
     model reads the very bytes the export gave before, so it decodes alike, without the export
     and the quantisation (most of a start-up). A folder that cannot be written is only not used."""
 
-    def __init__(self, folder: Path, model: nn.Module) -> None:
-        self.folder, self.key = folder, model_key(model)
+    def __init__(self, folder: Path, key: str) -> None:
+        self.folder, self.key = folder, key
 
     def path(self, name: str, int8: bool) -> Path:
         digest = hashlib.blake2b(f"{self.key}:{name}:{OPSET}:{int8}".encode(), digest_size=16).hexdigest()
@@ -189,32 +153,28 @@ class GraphCache:
 class _Graph:
     """One exported module on ONNX Runtime: arrays in, arrays out."""
 
-    def __init__(
-        self,
-        module: nn.Module,
-        args: tuple[Tensor, ...],
-        inputs: list[str],
-        outputs: list[str],
-        axes: Axes,
-        int8: bool,
-        threads: int,
-        cache: GraphCache | None = None,
-        name: str = "",
-    ) -> None:
-        self.inputs = inputs
+    def __init__(self, session: Any) -> None:
+        self.session = session
+        self.inputs = [i.name for i in session.get_inputs()]
+
+    @classmethod
+    def build(
+        cls, export: Callable[[], bytes], int8: bool, threads: int, cache: GraphCache | None, name: str
+    ) -> _Graph:
+        """The graph ``name`` from the cache, else exported (``export``), quantised with ``int8``
+        and cached."""
         graph = cache.read(name, int8) if cache is not None else None
         if cache is not None and graph is not None:
             try:
-                self.session = _session(graph, threads)
-                return
+                return cls(_session(graph, threads))
             except Exception:  # a damaged file: export it again, and replace it
                 logging.getLogger(__name__).warning("cached ONNX graph %s unreadable", cache.path(name, int8))
-        graph = _export(module, args, inputs, outputs, axes)
+        graph = export()
         if int8:
             graph = _quantised(graph)
         if cache is not None:
             cache.write(name, int8, graph)
-        self.session = _session(graph, threads)
+        return cls(_session(graph, threads))
 
     def arrays(self, *args: np.ndarray) -> list[np.ndarray]:
         """The graph's outputs for ``args``, its inputs in order."""
@@ -222,171 +182,26 @@ class _Graph:
         return cast(list[np.ndarray], self.session.run(None, feed))
 
 
-# ---- the encoder-decoder ------------------------------------------------------------------
-
-
-class _Call(nn.Module):
-    """A model's method as a module's forward, for the exporter."""
-
-    def __init__(self, model: nn.Module, method: str) -> None:
-        super().__init__()
-        self.m, self.method = model, method
-
-    def forward(self, *args: Tensor) -> Tensor:
-        return cast(Tensor, getattr(self.m, self.method)(*args))
-
-
-class _Encoder(nn.Module):
-    """An encoder stack without a source mask, for unpadded sources: src (N, S) -> the
-    normalised states (N, S, d), or with ``head`` its logits (N, S, V). The same function as
-    ``CoupletTransformer.encode`` (with ``CoupletTagger.tag``'s head), written out for a
-    source without padding: no mask, heads split by reshapes. Exported from the masked
-    ``scaled_dot_product_attention``, the optimised int8 graphs had 262 nodes (the six-layer
-    tagger) and 114 (the three-layer encoder); written out, 161 and 88, and a pass over a
-    7-character line takes 1.37 instead of 1.71 ms and 0.51 instead of 0.60 ms on one thread.
-    (The query and key-value projections stay apart: fused, their int8 weights would share
-    one scale and the query's lose precision.)"""
-
-    def __init__(
-        self,
-        embed: nn.Module,
-        pos: nn.Module,
-        stack: nn.ModuleList,
-        norm: nn.Module,
-        head: nn.Module | None = None,
-    ) -> None:
-        super().__init__()
-        attn = cast(EncoderLayer, stack[0]).attn
-        self.embed, self.pos, self.layers, self.norm = embed, pos, stack, norm
-        self.head = None if head is None else _Projection(head)
-        self.h, self.dh = attn.h, attn.dh
-
-    def forward(self, src: Tensor) -> Tensor:
-        n, s = src.shape
-        h, dh = self.h, self.dh
-        x = self.embed(src) + self.pos(torch.arange(s))  # (N, S, d)
-        for module in self.layers:
-            layer = cast(EncoderLayer, module)
-            y = layer.norm1(x)
-            q = layer.attn.q(y).reshape(n, s, h, dh).transpose(1, 2)  # (N, H, S, dh)
-            k, v = layer.attn.kv(y).reshape(n, s, 2, h, dh).unbind(2)  # (N, S, H, dh) each
-            att = torch.softmax((q @ k.permute(0, 2, 3, 1)) * dh**-0.5, dim=-1)  # (N, H, S, S)
-            x = x + layer.attn.out((att @ v.transpose(1, 2)).transpose(1, 2).reshape(n, s, h * dh))
-            x = x + layer.ff(layer.norm2(x))
-        x = self.norm(x)
-        return x if self.head is None else self.head(x)
-
-
-class _Projection(nn.Module):
-    """A linear layer with its weight stored transposed, (d, V), for the exporter. A head tied
-    to the embedding is exported as a product with the embedding's weight transposed inside
-    the graph; the exporter's optimiser folds no constant that large (the tagger's 7,683 x 192),
-    so the product's weight is no initializer and dynamic quantisation leaves it in fp32: 2.4
-    of the tagger's 4.1 ms on one thread. A weight of its own, already transposed, is an
-    initializer (one more copy in the graph, none in the bundle)."""
-
-    def __init__(self, linear: nn.Module) -> None:
-        super().__init__()
-        lin = cast(nn.Linear, linear)
-        self.weight_t = nn.Parameter(lin.weight.detach().t().contiguous(), requires_grad=False)
-        self.bias = None if lin.bias is None else nn.Parameter(lin.bias.detach().clone(), requires_grad=False)
-
-    def forward(self, x: Tensor) -> Tensor:
-        y = x @ self.weight_t
-        return y if self.bias is None else y + self.bias
+def _cached_graphs(
+    cache: GraphCache, names: Sequence[str], int8: bool, threads: int
+) -> dict[str, _Graph] | None:
+    """Every graph ``names`` from the cache, or None when one is missing or unreadable."""
+    graphs = {}
+    for name in names:
+        graph = cache.read(name, int8)
+        if graph is None:
+            return None
+        try:
+            graphs[name] = _Graph(_session(graph, threads))
+        except Exception:
+            return None
+    return graphs
 
 
 def _unpadded(src: np.ndarray) -> np.ndarray:
     if (src == PAD_ID).any():
         raise ValueError("the ONNX engine decodes unpadded sources only (one length per batch)")
     return src
-
-
-class _Prepare(nn.Module):
-    """memory (N, S, d) -> the aligned encoder state (N, S, d), then each decoder layer's
-    cross-attention keys, transposed, (N, H, dh, S), then each layer's values (N, H, S, dh)."""
-
-    def __init__(self, model: CoupletTransformer) -> None:
-        super().__init__()
-        self.m = model
-
-    def forward(self, memory: Tensor) -> tuple[Tensor, ...]:
-        kv = [layer.cross_attn.keys_values(memory) for layer in self.m.decoder_layers()]
-        aligned = self.m.align(memory) if self.m.align is not None else torch.zeros_like(memory)
-        return aligned, *(k.transpose(2, 3) for k, _ in kv), *(v for _, v in kv)
-
-
-def _scaled_linear(parts: list[nn.Linear], scale: list[float]) -> nn.Linear:
-    """One linear layer computing ``parts`` side by side, each output scaled."""
-    weight = torch.cat([p.weight.detach() * s for p, s in zip(parts, scale, strict=True)])
-    bias = torch.cat([cast(Tensor, p.bias).detach() * s for p, s in zip(parts, scale, strict=True)])
-    fused = nn.Linear(weight.size(1), weight.size(0))
-    with torch.no_grad():
-        fused.weight.copy_(weight)
-        fused.bias.copy_(bias)
-    return fused
-
-
-class _Step(nn.Module):
-    """One decoder position for B rows: prev (B,) tokens, pos (1,), aligned (B, d), then
-    per decoder layer the past self-attention keys, transposed, (B, H, dh, P), the past values
-    (B, H, P, dh), the cross keys and the cross values from ``_Prepare`` -> the normalised
-    state (B, d), then per layer the present keys (B, H, dh, P+1) and values (B, H, P+1, dh).
-    (One input per layer and tensor: a stacked cache was split and stacked again at every
-    step, copies that took about an eighth of a step of 112 rows, less of a smaller one;
-    docs/EXPERIMENTS.md §10.)
-
-    The same function as ``DecoderLayer.step``, written for one query so that the exported
-    graph is small: the query, key and value projections in one product (the query scaled
-    by 1/sqrt(dh) in its weights), heads split by reshapes alone, keys kept transposed."""
-
-    def __init__(self, model: CoupletTransformer) -> None:
-        super().__init__()
-        self.m = model
-        cfg = model.cfg
-        self.h, self.dh, self.d = cfg.n_heads, cfg.d_model // cfg.n_heads, cfg.d_model
-        scale = self.dh**-0.5
-        layers = model.decoder_layers()
-        self.qkv = nn.ModuleList(
-            _scaled_linear([la.self_attn.q, la.self_attn.kv], [scale, 1.0]) for la in layers
-        )
-        self.cross_q = nn.ModuleList(_scaled_linear([la.cross_attn.q], [scale]) for la in layers)
-
-    def forward(self, prev: Tensor, pos: Tensor, aligned: Tensor, *cache: Tensor) -> tuple[Tensor, ...]:
-        m, h, dh, d = self.m, self.h, self.dh, self.d
-        n = len(cache) // 4
-        past_k, past_v, ck, cv = (cache[i * n : (i + 1) * n] for i in range(4))
-        x = m.tgt_embed(prev) + m.tgt_pos(pos) + aligned  # (B, d)
-        present_k, present_v = [], []
-        # shapes by -1, never by B: no shape arithmetic in the graph
-        for i, layer in enumerate(m.decoder_layers()):
-            q, k, v = self.qkv[i](layer.norm1(x)).split(d, dim=-1)  # (B, d) each
-            ks = torch.cat([past_k[i], k.reshape(-1, h, dh, 1)], 3)  # (B, H, dh, P+1)
-            vs = torch.cat([past_v[i], v.reshape(-1, h, 1, dh)], 2)  # (B, H, P+1, dh)
-            present_k.append(ks)
-            present_v.append(vs)
-            att = torch.softmax(q.reshape(-1, h, 1, dh) @ ks, dim=-1)  # (B, H, 1, P+1)
-            x = x + layer.self_attn.out((att @ vs).reshape(-1, d))
-            q = self.cross_q[i](layer.norm2(x))
-            att = torch.softmax(q.reshape(-1, h, 1, dh) @ ck[i], dim=-1)  # (B, H, 1, S)
-            x = x + layer.cross_attn.out((att @ cv[i]).reshape(-1, d))
-            x = x + layer.ff(layer.norm3(x))
-        return m.dec_norm(x), *present_k, *present_v
-
-
-class _ScoredStep(_Step):
-    """``_Step`` with the output layer of a shortlist: prev, pos, aligned, then the listed rows
-    of the output layer, transposed, weight (N, d, M), and bias (N, 1, M) (-inf at a list's
-    padding), then the cache -> log-probabilities (B, M) over each request's list, the rows
-    of a request together (B = N * beams), then the present keys and values. What
-    ``Shortlist.log_probs`` does after a step in three PyTorch calls, inside the graph."""
-
-    def forward(self, prev: Tensor, pos: Tensor, aligned: Tensor, *rest: Tensor) -> tuple[Tensor, ...]:
-        weight, bias, *cache = rest
-        state, *present = super().forward(prev, pos, aligned, *cache)
-        n, d, m = weight.shape
-        logits = state.reshape(n, -1, d) @ weight + bias  # (N, beams, M)
-        return torch.log_softmax(logits, dim=-1).reshape(-1, m), *present
 
 
 Layers = tuple[np.ndarray, ...]  # one array per decoder layer
@@ -421,7 +236,7 @@ class OnnxCache:
 
 class OnnxTransformer:
     """A CoupletTransformer's decoding protocol (``encode``, ``new_cache``, ``step``,
-    ``step_states``, ``reorder_cache``, ``decode_states``, ``logits``) on ONNX Runtime, and
+    ``step_states``, ``reorder_cache``, ``decode_states``, ``head``) on ONNX Runtime, and
     ``step_log_probs``: a step that scores a shortlist (the listed rows of the output layer,
     ``Decoder.head_t``) in the same graph. Over the whole vocabulary the output layer is a
     graph of its own (``head``). Scoring the list in the graph, not in three
@@ -431,108 +246,43 @@ class OnnxTransformer:
     capabilities: ClassVar[frozenset[str]] = frozenset({LISTED_ROWS, LISTED_IN_GRAPH, REORDER_BEAMS})
 
     def __init__(
-        self, model: CoupletTransformer, int8: bool = False, threads: int = 1, cache_dir: Path | None = None
+        self,
+        model: CoupletTransformer,
+        int8: bool = False,
+        threads: int = 1,
+        cache_dir: Path | None = None,
+        key: str | None = None,
     ) -> None:
-        """``cache_dir``: where the graphs are kept between runs (``GraphCache``); None: none."""
-        model = model.eval()  # fp32 weights: the graphs take and give float32
-        graphs = GraphCache(cache_dir, model) if cache_dir is not None else None
-        cfg = self.cfg = model.cfg
-        h, dh, n_layers = cfg.n_heads, cfg.d_model // cfg.n_heads, cfg.n_dec_layers
-        src = torch.full((2, 3), 5, dtype=torch.long)  # any ids: shapes are what the export records
-        with torch.no_grad():
-            memory = model.encode(src)
-        encoder = _Encoder(model.embed, model.src_pos, model.encoder, model.enc_norm)
-        self._encode = _Graph(
-            encoder, (src,), ["src"], ["memory"], {"src": {0: "N", 1: "S"}}, int8, threads, graphs, "encode"
+        """The engine of ``model``, its graphs exported (or read from ``cache_dir``, where they
+        are kept between runs (``GraphCache``), under ``key``; None: ``onnx_export.model_key``)."""
+        from model.decoding.onnx_export import exporter, model_key, transformer_specs
+
+        cache = GraphCache(cache_dir, key or model_key(model)) if cache_dir is not None else None
+        specs = transformer_specs(model)
+        graphs = {
+            name: _Graph.build(exporter(specs[name]), int8, threads, cache, name)
+            for name in TRANSFORMER_GRAPHS
+        }
+        self._init(model.cfg, graphs)
+
+    @classmethod
+    def cached(
+        cls, cfg: ModelConfig, key: str, cache_dir: Path, int8: bool = False, threads: int = 1
+    ) -> OnnxTransformer | None:
+        """The engine from its cached graphs alone (no model, no PyTorch), or None when one of
+        them is not in ``cache_dir`` under ``key``."""
+        graphs = _cached_graphs(GraphCache(cache_dir, key), TRANSFORMER_GRAPHS, int8, threads)
+        if graphs is None:
+            return None
+        engine = cls.__new__(cls)
+        engine._init(cfg, graphs)
+        return engine
+
+    def _init(self, cfg: ModelConfig, graphs: dict[str, _Graph]) -> None:
+        self.cfg = cfg
+        self._encode, self._prepare, self._step, self._scored, self._states, self._head = (
+            graphs[name] for name in TRANSFORMER_GRAPHS
         )
-        layers = range(n_layers)
-        self._prepare = _Graph(
-            _Prepare(model),
-            (memory,),
-            ["memory"],
-            ["aligned", *(f"ck{i}" for i in layers), *(f"cv{i}" for i in layers)],
-            {"memory": {0: "N", 1: "S"}},
-            int8,
-            threads,
-            graphs,
-            "prepare",
-        )
-        # B = 4 rows of N = 2 requests, P = 2 past positions: every dynamic size at least 2 and
-        # the sizes that may differ different (the exporter would take a 1 for a constant)
-        rows = torch.full((4,), 5, dtype=torch.long)
-        key, value = torch.zeros(4, h, dh, 2), torch.zeros(4, h, 2, dh)
-        cross_k, cross_v = torch.zeros(4, h, dh, 3), torch.zeros(4, h, 3, dh)
-        cache = [key] * n_layers + [value] * n_layers + [cross_k] * n_layers + [cross_v] * n_layers
-        axes: Axes = {"prev": {0: "B"}, "aligned": {0: "B"}}
-        for i in layers:
-            axes |= {f"past_k{i}": {0: "B", 3: "P"}, f"past_v{i}": {0: "B", 2: "P"}}
-            axes |= {f"ck{i}": {0: "B", 3: "S"}, f"cv{i}": {0: "B", 2: "S"}}
-        self._step = _Graph(
-            _Step(model),
-            (rows, torch.tensor([2]), torch.zeros(4, cfg.d_model), *cache),
-            [
-                "prev",
-                "pos",
-                "aligned",
-                *(f"{name}{i}" for name in ("past_k", "past_v", "ck", "cv") for i in layers),
-            ],
-            ["state", *(f"k{i}" for i in layers), *(f"v{i}" for i in layers)],
-            axes,
-            int8,
-            threads,
-            graphs,
-            "step",
-        )
-        listed = {"weight": {0: "N", 2: "M"}, "bias": {0: "N", 2: "M"}}
-        self._scored = _Graph(
-            _ScoredStep(model),
-            (
-                rows,
-                torch.tensor([2]),
-                torch.zeros(4, cfg.d_model),
-                torch.zeros(2, cfg.d_model, 5),
-                torch.zeros(2, 1, 5),
-                *cache,
-            ),
-            [
-                "prev",
-                "pos",
-                "aligned",
-                "weight",
-                "bias",
-                *(f"{name}{i}" for name in ("past_k", "past_v", "ck", "cv") for i in layers),
-            ],
-            ["logp", *(f"k{i}" for i in layers), *(f"v{i}" for i in layers)],
-            axes | listed,
-            int8,
-            threads,
-            graphs,
-            "scored_step",
-        )
-        self._states = _Graph(
-            _Call(model, "decode_states"),
-            (memory, src, torch.full((2, 4), 5, dtype=torch.long)),
-            ["memory", "src", "tgt_in"],
-            ["states"],
-            {"memory": {0: "N", 1: "S"}, "src": {0: "N", 1: "S"}, "tgt_in": {0: "N", 1: "T"}},
-            int8,
-            threads,
-            graphs,
-            "decode_states",
-        )
-        self._head = _Graph(
-            _Projection(model.head),
-            (torch.zeros(4, cfg.d_model),),
-            ["state"],
-            ["logits"],
-            {"state": {0: "B"}},
-            int8,
-            threads,
-            graphs,
-            "head",
-        )
-        norm = model.dec_norm
-        self._norm = (_array(norm.weight), _array(norm.bias), float(norm.eps))
 
     def encode(self, src: np.ndarray) -> np.ndarray:
         return self._encode.arrays(_unpadded(src))[0]
@@ -583,7 +333,7 @@ class OnnxTransformer:
         return out
 
     def step(self, cache: OnnxCache, prev: np.ndarray, pos: int) -> np.ndarray:
-        return self._head.arrays(self.step_states(cache, prev, pos))[0]
+        return self.head(self.step_states(cache, prev, pos))
 
     @staticmethod
     def reorder_cache(cache: OnnxCache, index: np.ndarray) -> OnnxCache:
@@ -595,17 +345,13 @@ class OnnxTransformer:
         return OnnxCache(_rows(cache.k, parent), _rows(cache.v, parent), cache.ck, cache.cv, cache.aligned)
 
     def decode_states(self, memory: np.ndarray, src: np.ndarray, tgt_in: np.ndarray) -> np.ndarray:
+        """The teacher-forced states, normalised: memory (N, S, d), src (N, S), tgt_in (N, T)
+        -> (N, T, d)."""
         return self._states.arrays(memory, src, tgt_in)[0]
 
-    def normed(self, x: np.ndarray) -> np.ndarray:
-        """The decoder's final layer norm, in numpy (as ``nn.LayerNorm`` computes it)."""
-        weight, bias, eps = self._norm
-        mean = x.mean(-1, keepdims=True)
-        var = np.square(x - mean).mean(-1, keepdims=True)
-        return ((x - mean) / np.sqrt(var + np.float32(eps)) * weight + bias).astype(np.float32)
-
-    def logits(self, x: np.ndarray) -> np.ndarray:
-        return self._head.arrays(self.normed(x))[0]
+    def head(self, states: np.ndarray) -> np.ndarray:
+        """The output layer over the whole vocabulary: normalised states (B, d) -> logits (B, V)."""
+        return self._head.arrays(states)[0]
 
 
 # ---- the tagger ---------------------------------------------------------------------------
@@ -616,21 +362,38 @@ class OnnxTagger(LatticeSteps):
     read its output and have no weights (model/decoding/lattice.py)."""
 
     def __init__(
-        self, model: CoupletTagger, int8: bool = False, threads: int = 1, cache_dir: Path | None = None
+        self,
+        model: CoupletTagger,
+        int8: bool = False,
+        threads: int = 1,
+        cache_dir: Path | None = None,
+        key: str | None = None,
     ) -> None:
-        model = model.eval()
-        graphs = GraphCache(cache_dir, model) if cache_dir is not None else None
-        self.cfg = model.cfg
-        self.max_len = model.cfg.max_len
-        src = torch.full((2, 3), 5, dtype=torch.long)
-        tagger = _Encoder(model.embed, model.src_pos, model.encoder, model.enc_norm, model.head)
-        self._tag = _Graph(
-            tagger, (src,), ["src"], ["logits"], {"src": {0: "N", 1: "S"}}, int8, threads, graphs, "tag"
-        )
+        from model.decoding.onnx_export import exporter, model_key, tagger_specs
+
+        cache = GraphCache(cache_dir, key or model_key(model)) if cache_dir is not None else None
+        graphs = {
+            name: _Graph.build(exporter(spec), int8, threads, cache, name)
+            for name, spec in tagger_specs(model).items()
+        }
+        self._init(model.cfg, graphs)
+
+    @classmethod
+    def cached(
+        cls, cfg: ModelConfig, key: str, cache_dir: Path, int8: bool = False, threads: int = 1
+    ) -> OnnxTagger | None:
+        """The engine from its cached graph alone, or None when it is not cached."""
+        graphs = _cached_graphs(GraphCache(cache_dir, key), TAGGER_GRAPHS, int8, threads)
+        if graphs is None:
+            return None
+        engine = cls.__new__(cls)
+        engine._init(cfg, graphs)
+        return engine
+
+    def _init(self, cfg: ModelConfig, graphs: dict[str, _Graph]) -> None:
+        self.cfg = cfg
+        self.max_len = cfg.max_len
+        self._tag = graphs["tag"]
 
     def encode(self, src: np.ndarray) -> np.ndarray:
         return self._tag.arrays(_unpadded(src))[0]
-
-
-def _array(t: Tensor) -> np.ndarray:
-    return t.detach().float().numpy().copy()

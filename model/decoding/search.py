@@ -70,14 +70,14 @@ class BeamMovingModel(StepModel, Protocol):
 
 
 class RescoringModel(StepModel, Protocol):
-    """What ``rescore`` needs: the encoder-decoder's teacher-forced states, its final norm
-    and its output layer."""
+    """What ``rescore`` needs: the encoder-decoder's teacher-forced states, normalised, and
+    its output layer over the whole vocabulary."""
+
+    cfg: Any
 
     def decode_states(self, memory: Tensor, src: Tensor, tgt_in: Tensor) -> Tensor: ...
 
-    def normed(self, states: Tensor) -> Tensor: ...
-
-    def logits(self, states: Tensor) -> Tensor: ...
+    def head(self, states: Tensor) -> Tensor: ...
 
 
 # ---- strategies ----------------------------------------------------------------------
@@ -377,15 +377,15 @@ def rescore(
     target = np.concatenate([rows, np.full((n * k, 1), EOS_ID)], 1) if score_end else rows
     tgt_in = np.concatenate([np.full((n * k, 1), BOS_ID), target[:, :-1]], 1)  # (NK, T)
     memory = np.repeat(model.encode(src), k, 0)  # (NK, S, d): the encoder runs once per line
-    states = model.decode_states(memory, np.repeat(src, k, 0), tgt_in)  # (NK, T, d)
+    states = model.decode_states(memory, np.repeat(src, k, 0), tgt_in)  # (NK, T, d) normalised
     states = states.reshape(-1, states.shape[-1])  # (NK*T, d)
     which, firsts = _distinct_prefixes(tgt_in.tolist(), k)
     which_t, target = np.array(which), target.reshape(-1)
     if shortlist is None:
-        logits = model.logits(states[firsts]).astype(np.float32)  # (U, V)
+        logits = model.head(states[firsts]).astype(np.float32)  # (U, V)
         columns = target
     else:  # the prefixes come request by request: each request's rows against its own list
-        hidden = model.normed(states[firsts]).astype(np.float32)  # (U, d)
+        hidden = states[firsts].astype(np.float32)  # (U, d)
         per_request = np.bincount(np.array(firsts) // (k * tgt_in.shape[1]), minlength=n)
         parts = np.split(hidden, np.cumsum(per_request)[:-1])
         logits = np.concatenate([p @ shortlist.weight[i] for i, p in enumerate(parts)])  # (U, M)

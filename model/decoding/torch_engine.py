@@ -64,15 +64,13 @@ class TorchTransformer:
 
     @torch.inference_mode()
     def decode_states(self, memory: np.ndarray, src: np.ndarray, tgt_in: np.ndarray) -> np.ndarray:
-        return _array(self.m.decode_states(torch.from_numpy(memory), _ids(src), _ids(tgt_in)))
+        """The teacher-forced states, normalised (``dec_norm``), as the output layer reads them."""
+        states = self.m.decode_states(torch.from_numpy(memory), _ids(src), _ids(tgt_in))
+        return _array(self.m.dec_norm(states))
 
     @torch.inference_mode()
-    def normed(self, states: np.ndarray) -> np.ndarray:
-        return _array(self.m.dec_norm(torch.from_numpy(states)))
-
-    @torch.inference_mode()
-    def logits(self, states: np.ndarray) -> np.ndarray:
-        return _array(self.m.logits(torch.from_numpy(states)))
+    def head(self, states: np.ndarray) -> np.ndarray:
+        return _array(self.m.head(torch.from_numpy(states)))
 
 
 class TorchTagger(LatticeSteps):

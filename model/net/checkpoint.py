@@ -27,15 +27,12 @@ import torch
 
 from data.files import atomic_file
 from data.vocab import Vocab
+from model.net.config import CorruptCheckpoint as CorruptCheckpoint
 from model.net.tagger import CoupletTagger
 from model.net.transformer import CoupletTransformer, ModelConfig
 
 FORMAT_VERSION = 1
 CHECKSUM_KEY = "payload_sha256"
-
-
-class CorruptCheckpoint(ValueError):
-    """A checkpoint file that cannot be trusted: not loadable, or its payload's sum differs."""
 
 
 CoupletModel = CoupletTransformer | CoupletTagger

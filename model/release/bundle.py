@@ -64,14 +64,14 @@ import re
 import shutil
 import sys
 import tempfile
+import threading
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
-import torch
 
 from data.banners import BANNERS_FILE
 from data.files import atomic_file
@@ -79,16 +79,7 @@ from data.pairing import PairingTable
 from data.sensitive import SensitiveFilter
 from data.vocab import Vocab
 from model.decoding.blocked import BLOCKED_FILE, BlockedWords
-from model.net.checkpoint import (
-    CoupletModel,
-    check_proposer,
-    load_checkpoint,
-    load_model,
-    load_proposer,
-    model_from_checkpoint,
-)
-from model.net.tagger import CoupletTagger
-from model.net.transformer import CoupletTransformer
+from model.net.config import ModelConfig
 from model.release.fingerprint import FingerprintIndex, KnownLowers
 from model.release.weights import (
     check_vocab,
@@ -96,10 +87,12 @@ from model.release.weights import (
     count_parameters,
     file_names,
     load_model_files,
+    read_arrays,
     read_config,
     read_weights,
     same_weights,
     save_model_files,
+    shared_files,
 )
 
 WEIGHTS_FILE, CONFIG_FILE = file_names("model")  # model.safetensors, config.json
@@ -125,6 +118,14 @@ PAYLOAD_FILES = (
     FINGERPRINTS_FILE, SENSITIVE_FILE, KNOWN_FILE, OLD_KNOWN_FILE, PAIRING_FILE, BANNERS_FILE, BLOCKED_FILE,
 )  # fmt: skip
 DOC_FILES = (MODEL_CARD, DATA_CARD, EVAL_FILE, DATA_REPORT)
+
+if TYPE_CHECKING:  # (PyTorch is imported where a model is read or written: a bundle's other
+    # files, and a decoder on ONNX Runtime whose graphs are cached, do without it)
+    import torch
+
+    from model.net.checkpoint import CoupletModel
+    from model.net.tagger import CoupletTagger
+    from model.net.transformer import CoupletTransformer
 log = logging.getLogger(__name__)
 # report.json's parts that quote corpus lines: a bundle carries counts, never corpus text
 REPORT_EXAMPLES = ("sensitive_examples", "sensitive_sample_hits", "dedup_examples")
@@ -137,8 +138,12 @@ def data_counts(report: dict[str, Any]) -> dict[str, Any]:
 
 @dataclass
 class Bundle:
+    """A loaded bundle. Its PyTorch models (``model``, ``proposer``, ``reverse``: the
+    lower_to_upper model, 下联求上联) are read when ``load_bundle`` reads the bundle, or with
+    ``models=False`` on first use: a decoder on ONNX Runtime whose graphs are cached never
+    asks for them (``has_proposer`` and ``has_reverse`` say what there is without reading it)."""
+
     path: Path
-    model: CoupletModel
     vocab: Vocab
     meta: dict[str, Any]
     fingerprints: FingerprintIndex
@@ -146,11 +151,35 @@ class Bundle:
     model_card: str = ""
     data_card: str = ""
     eval: dict[str, Any] = field(default_factory=dict)
-    proposer: CoupletTagger | None = None
     known: KnownLowers | None = None
     pairing: PairingTable | None = None
     blocked: BlockedWords | None = None
-    reverse: CoupletTransformer | None = None  # the lower_to_upper model (下联求上联), if any
+    has_proposer: bool = False
+    has_reverse: bool = False
+    dtype: Any = None  # the models' torch dtype (None: float32)
+    _models: list[Any] = field(default_factory=list, repr=False)  # [model, proposer, reverse] once read
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def _read_models(self) -> list[Any]:
+        with self._lock:
+            if not self._models:
+                model, _, _, proposer = load_models(self.path, self.dtype)
+                legacy = is_legacy(self.path)
+                reverse = None if legacy else load_reverse(self.path, self.vocab, self.dtype, model)
+                self._models.extend([model, proposer, reverse])
+            return self._models
+
+    @property
+    def model(self) -> CoupletModel:
+        return cast("CoupletModel", self._read_models()[0])
+
+    @property
+    def proposer(self) -> CoupletTagger | None:
+        return cast("CoupletTagger | None", self._read_models()[1]) if self.has_proposer else None
+
+    @property
+    def reverse(self) -> CoupletTransformer | None:
+        return cast("CoupletTransformer | None", self._read_models()[2]) if self.has_reverse else None
 
     def in_training_data(self, upper: str) -> bool:
         return self.fingerprints.contains(upper)
@@ -323,6 +352,10 @@ def export_bundle(
 def check_reverse(model: CoupletModel, reverse: CoupletModel) -> None:
     """ValueError unless ``reverse`` is a lower_to_upper encoder-decoder that can share
     ``model``'s character embeddings (the same shape, bit for bit in fp16)."""
+    import torch
+
+    from model.net.transformer import CoupletTransformer
+
     if not isinstance(reverse, CoupletTransformer) or not reverse.cfg.reverse:
         raise ValueError("the reverse model must be a lower_to_upper encoder-decoder (ModelConfig.direction)")
     if model.cfg.reverse:
@@ -401,6 +434,8 @@ def missing_model(root: Path) -> str:
 def bundle_vocab(root: Path) -> Vocab:
     """The bundle's vocabulary: ``spm.model`` (in an old bundle, the one inside ``model.pt``)."""
     if is_legacy(root):
+        from model.net.checkpoint import load_checkpoint
+
         return Vocab(load_checkpoint(root / MODEL_FILE)["vocab"])
     path = root / VOCAB_FILE
     if not path.is_file():
@@ -417,10 +452,15 @@ def _proposer_kind(kind: str, path: Path) -> None:
 
 
 def load_models(
-    root: str | os.PathLike[str], dtype: torch.dtype = torch.float32
+    root: str | os.PathLike[str], dtype: torch.dtype | None = None
 ) -> tuple[CoupletModel, Vocab, dict[str, Any], CoupletTagger | None]:
     """(model, vocabulary, meta, proposer or None) of the bundle ``root``, each model from its
     safetensors files, else (an old bundle) from its ``.pt`` checkpoint; no manifest check."""
+    import torch
+
+    from model.net.checkpoint import load_model, load_proposer
+
+    dtype = torch.float32 if dtype is None else dtype
     root = Path(root)
     if is_legacy(root):
         model, vocab, meta = load_model(root / MODEL_FILE, dtype)
@@ -431,14 +471,14 @@ def load_models(
     if (root / PROPOSER_WEIGHTS).is_file():
         _proposer_kind(read_config(root / PROPOSER_CONFIG)["kind"], root / PROPOSER_CONFIG)
         loaded, _ = load_model_files(root / PROPOSER_WEIGHTS, root / PROPOSER_CONFIG, vocab, dtype)
-        proposer = cast(CoupletTagger, loaded)
+        proposer = cast("CoupletTagger", loaded)
     elif (root / PROPOSER_FILE).is_file():
         proposer = load_proposer(root / PROPOSER_FILE, vocab, dtype)
     return model, vocab, meta, proposer
 
 
 def load_reverse(
-    root: Path, vocab: Vocab, dtype: torch.dtype = torch.float32, model: CoupletModel | None = None
+    root: Path, vocab: Vocab, dtype: torch.dtype | None = None, model: CoupletModel | None = None
 ) -> CoupletTransformer | None:
     """The bundle's lower_to_upper model, or None when it has none. ``model``: the bundle's
     model already loaded, whose tensors the reverse model shares (``model.safetensors`` is
@@ -449,7 +489,7 @@ def load_reverse(
     _reverse_kind(config, root / REVERSE_CONFIG)
     shared = None if model is None else {WEIGHTS_FILE: model.state_dict()}
     loaded, _ = load_model_files(root / REVERSE_WEIGHTS, root / REVERSE_CONFIG, vocab, dtype, shared)
-    return cast(CoupletTransformer, loaded)
+    return cast("CoupletTransformer", loaded)
 
 
 def _reverse_kind(config: dict[str, Any], path: Path) -> None:
@@ -459,10 +499,47 @@ def _reverse_kind(config: dict[str, Any], path: Path) -> None:
         raise ValueError(f"{path}: the reverse model may share tensors with {WEIGHTS_FILE} only")
 
 
+_ROLE_FILES = {
+    "model": (WEIGHTS_FILE, CONFIG_FILE),
+    "proposer": (PROPOSER_WEIGHTS, PROPOSER_CONFIG),
+    "reverse": (REVERSE_WEIGHTS, REVERSE_CONFIG),
+}
+
+
+def graph_key(bundle: Bundle, role: str) -> str | None:
+    """The key under which the ONNX graphs of the bundle's model ``role`` (``model``,
+    ``proposer``, ``reverse``) are cached (``onnx_engine.files_key``): a digest of its files
+    (and of those it shares tensors with), the traced code and the versions, with no PyTorch;
+    None for an old bundle (its models are keyed by their weights in memory)."""
+    from model.decoding.onnx_engine import files_key
+
+    if is_legacy(bundle.path):
+        return None
+    weights, config = _ROLE_FILES[role]
+    paths = [bundle.path / weights, bundle.path / config]
+    shared = sorted(shared_files(read_config(paths[1]), paths[1]))
+    return files_key(f"{role}:{bundle.dtype or 'float32'}", paths + [bundle.path / name for name in shared])
+
+
+def model_config(root: Path, role: str) -> ModelConfig:
+    """The configuration of the bundle's model ``role``, from its config file alone."""
+    return ModelConfig.from_dict(read_config(root / _ROLE_FILES[role][1]))
+
+
+def head_weight_t(root: Path) -> np.ndarray:
+    """The bundle's model's output layer's weight, transposed (d, V), in float32, read from
+    ``model.safetensors`` without PyTorch (tied to the embedding: stored once, under its name)."""
+    tied = read_config(root / CONFIG_FILE).get("tied_weights") or {}
+    name = tied.get("head.weight", "head.weight")
+    return np.ascontiguousarray(read_arrays(root / WEIGHTS_FILE, [name])[name].T)
+
+
 def check_models(root: str | os.PathLike[str]) -> None:
     """Read the bundle's models as ``load_bundle`` will, without building them: their files
     load and match their sums, the configurations name the vocabulary, and the proposer is a
     tagger on it (``python -m serve`` checks this before it starts)."""
+    from model.net.checkpoint import check_proposer, load_checkpoint
+
     root = Path(root)
     if is_legacy(root):
         model = load_checkpoint(root / MODEL_FILE)
@@ -499,6 +576,8 @@ def model_meta(root: str | os.PathLike[str], proposer: bool = False, reverse: bo
         cfg = read_config(root / config)
         return {**config_meta(cfg), "n_params": count_parameters(cfg)}
     if legacy and (root / legacy).is_file():
+        from model.net.checkpoint import load_checkpoint, model_from_checkpoint
+
         ckpt = load_checkpoint(root / legacy)
         meta = {k: v for k, v in ckpt.items() if k not in ("state_dict", "vocab", "optimizer")}
         meta["n_params"] = model_from_checkpoint(ckpt).num_parameters()
@@ -507,19 +586,26 @@ def model_meta(root: str | os.PathLike[str], proposer: bool = False, reverse: bo
 
 
 def load_bundle(
-    path: str | os.PathLike[str], dtype: torch.dtype = torch.float32, lazy: bool = False
+    path: str | os.PathLike[str], dtype: torch.dtype | None = None, lazy: bool = False, models: bool = True
 ) -> Bundle:
     """Load a bundle folder, its files checked against its manifest first; raises
     ``FileNotFoundError`` naming what is missing, ``BundleError`` naming a damaged file.
     ``lazy``: the known lower lines are read on the first lookup of a training line, and then
     only the block that holds it, not now (the command line's start; a server reads them all
-    at start, not in a request)."""
+    at start, not in a request). ``models=False``: the PyTorch models are read on first use
+    (``Bundle.model``), not now; a decoder on ONNX Runtime whose graphs are cached needs none."""
     root = Path(path)
     if not has_model(root):
         raise FileNotFoundError(f"{missing_model(root)}; run `make train`")
     verify_bundle(root)
-    model, vocab, meta, proposer = load_models(root, dtype)
-    reverse = None if is_legacy(root) else load_reverse(root, vocab, dtype, model)
+    legacy = is_legacy(root)
+    read: list[Any] = []
+    if legacy or models:  # (an old bundle's meta and vocabulary are inside its model.pt)
+        model, vocab, meta, proposer = load_models(root, dtype)
+        read = [model, proposer, None if legacy else load_reverse(root, vocab, dtype, model)]
+    else:
+        vocab = bundle_vocab(root)
+        meta = config_meta(read_config(root / CONFIG_FILE))
     fp_path, sens_path = root / FINGERPRINTS_FILE, root / SENSITIVE_FILE
     fps = FingerprintIndex.load(fp_path) if fp_path.exists() else FingerprintIndex(np.zeros(0, np.uint64))
     sens = np.load(sens_path, allow_pickle=False) if sens_path.exists() else np.zeros(0, np.uint64)
@@ -534,7 +620,6 @@ def load_bundle(
         )
     return Bundle(
         root,
-        model,
         vocab,
         meta,
         fps,
@@ -542,11 +627,13 @@ def load_bundle(
         _read_text(root / MODEL_CARD),
         _read_text(root / DATA_CARD),
         ev,
-        proposer,
         known,
         pairing,
         blocked,
-        reverse,
+        has_proposer=(root / PROPOSER_WEIGHTS).is_file() or (root / PROPOSER_FILE).is_file(),
+        has_reverse=not legacy and (root / REVERSE_WEIGHTS).is_file(),
+        dtype=dtype,
+        _models=read,
     )
 
 
@@ -559,6 +646,10 @@ def convert_bundle(root: str | os.PathLike[str]) -> list[str]:
     root = Path(root)
     if not is_legacy(root):
         raise BundleError(f"{root}: already in the safetensors layout ({WEIGHTS_FILE})")
+    import torch
+
+    from model.net.checkpoint import load_checkpoint
+
     verify_bundle(root)
     old_model, vocab, meta, old_proposer = load_models(root, torch.float16)
     written = [VOCAB_FILE, WEIGHTS_FILE, CONFIG_FILE]
@@ -618,6 +709,10 @@ def add_reverse(root: str | os.PathLike[str], checkpoint: str | os.PathLike[str]
     verify_bundle(root)
     if is_legacy(root):
         raise BundleError(f"{root}: an old bundle; convert it first (--convert)")
+    import torch
+
+    from model.net.checkpoint import load_model
+
     model, vocab, _, _ = load_models(root)
     reverse, its_vocab, meta = load_model(Path(checkpoint))
     if its_vocab.to_bytes() != vocab.to_bytes():

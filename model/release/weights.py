@@ -32,15 +32,19 @@ import hashlib
 import json
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import torch
+import numpy as np
 from safetensors import SafetensorError
-from safetensors.torch import load_file, save_file
 
 from data.vocab import Vocab
-from model.net.checkpoint import CorruptCheckpoint, CoupletModel, build_model, payload_digest
-from model.net.transformer import ModelConfig
+from model.net.config import CorruptCheckpoint, ModelConfig
+
+if TYPE_CHECKING:  # (PyTorch is imported where a model is built or written: reading a
+    # configuration, or the arrays a decoder on ONNX Runtime needs, does without it)
+    import torch
+
+    from model.net.checkpoint import CoupletModel
 
 FORMAT = "duilian-safetensors-1"
 DIGEST_KEY = "payload_sha256"
@@ -60,6 +64,8 @@ def tied_aliases(state: dict[str, torch.Tensor]) -> dict[str, str]:
 
 
 def _digest(tensors: dict[str, torch.Tensor]) -> str:
+    from model.net.checkpoint import payload_digest
+
     return payload_digest({k: tensors[k] for k in sorted(tensors)})
 
 
@@ -103,6 +109,8 @@ def save_model_files(
     """Write ``model``'s weights in fp16 to ``weights`` and its configuration to ``config``
     (``vocab_file``: the sentencepiece file's name beside them, which the caller writes;
     ``shared``: {key: the weights file beside it that holds that tensor}, left out here)."""
+    from safetensors.torch import save_file
+
     state = model.state_dict()
     aliases = tied_aliases(state)
     tensors = {
@@ -153,6 +161,8 @@ def check_vocab(config: dict[str, Any], vocab: Vocab, path: Path) -> None:
 def read_weights(path: Path) -> dict[str, torch.Tensor]:
     """The tensors of a safetensors file, checked against the digest in its metadata;
     ``CorruptCheckpoint`` (one line naming the file) when it does not load or does not match."""
+    from safetensors.torch import load_file
+
     if not path.is_file():
         raise FileNotFoundError(f"{path}: missing")
     try:
@@ -187,7 +197,7 @@ def load_model_files(
     weights: Path,
     config_path: Path,
     vocab: Vocab,
-    dtype: torch.dtype = torch.float32,
+    dtype: torch.dtype | None = None,
     shared: dict[str, dict[str, torch.Tensor]] | None = None,
 ) -> tuple[CoupletModel, dict[str, Any]]:
     """(the model in eval mode, its meta) from ``weights`` and ``config_path``, on ``vocab``
@@ -195,6 +205,11 @@ def load_model_files(
     ``shared``: {weights file name: its tensors} for the tensors the configuration's
     ``shared_weights`` takes from another model's file (read from beside ``weights`` when not
     given)."""
+    import torch
+
+    from model.net.checkpoint import build_model
+
+    dtype = torch.float32 if dtype is None else dtype
     config = read_config(config_path)
     check_vocab(config, vocab, config_path)
     model = build_model(ModelConfig.from_dict(config))
@@ -225,11 +240,15 @@ def load_model_files(
 
 def count_parameters(config: dict[str, Any]) -> int:
     """The model's parameter count from its configuration alone (tied weights counted once)."""
+    from model.net.checkpoint import build_model
+
     return int(build_model(ModelConfig.from_dict(config)).num_parameters())
 
 
 def same_weights(a: CoupletModel, b: CoupletModel) -> bool:
     """Whether two models hold the same configuration and bit-identical tensors."""
+    import torch
+
     sa, sb = a.state_dict(), b.state_dict()
     return (
         a.cfg == b.cfg
@@ -243,3 +262,17 @@ def file_names(stem: str) -> tuple[str, str]:
     ``model.safetensors`` and ``config.json``; another: ``<stem>.safetensors`` and
     ``<stem>_config.json``)."""
     return f"{stem}.safetensors", "config.json" if stem == "model" else f"{stem}_config.json"
+
+
+def read_arrays(path: Path, names: list[str]) -> dict[str, np.ndarray]:
+    """Tensors ``names`` of a safetensors file as float32 numpy arrays, without PyTorch (what a
+    decoder on ONNX Runtime needs besides its graphs: the output layer's weight). The file's
+    sum is the bundle's manifest's to check (``verify_bundle``), as when it is loaded whole."""
+    from safetensors import safe_open
+
+    try:
+        with safe_open(str(path), framework="numpy") as f:
+            return {name: f.get_tensor(name).astype(np.float32) for name in names}
+    except (SafetensorError, OSError, ValueError, KeyError) as e:
+        text = " ".join(str(e).split())[:200]
+        raise CorruptCheckpoint(f"{path}: not readable ({type(e).__name__}: {text})") from e

@@ -6,6 +6,7 @@ import itertools
 import json
 from dataclasses import replace
 
+import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
@@ -17,6 +18,7 @@ from model.decoding.decoder import Decoder
 from model.decoding.options import MAX_CANDIDATES, DecodeOptions
 from model.decoding.plan import ConstraintError
 from model.decoding.search import BeamSearch, _diverse_topk, allocate, run_search
+from model.decoding.torch_engine import wrap
 from model.net.transformer import CoupletTransformer
 from tests.model.decoding.fixtures import decode_vocab, tiny_model
 
@@ -45,12 +47,12 @@ def test_beam_search_with_a_wide_beam_is_exact(vocab):
     model = tiny_model(vocab, seed=1)
     allowed = vocab.encode("春风秋雨花月")
     length, v = 3, model.cfg.vocab_size
-    table = torch.full((1, length + 1, v), float("-inf"))
+    table = np.full((1, length + 1, v), -np.inf, dtype=np.float32)
     table[0, :length, allowed] = 0.0
     table[0, length, EOS_ID] = 0.0
     src = vocab.encode("千山雪")
     k = len(allowed) ** length  # every sequence survives until the end-of-sequence step
-    tokens, search, found = run_search(model, torch.tensor([src]), table, [], BeamSearch(k))
+    tokens, search, found = run_search(wrap(model), np.array([src]), table, [], BeamSearch(k))
     seqs = list(itertools.product(allowed, repeat=length))
     with torch.inference_mode():  # every sequence + EOS, teacher-forced in one batch
         tgt = torch.tensor([[BOS_ID, *seq] for seq in seqs])  # (216, 4)
@@ -271,11 +273,11 @@ def test_make_eval_compares_another_model_on_the_same_lines(tmp_path, vocab, pai
 
 
 def test_allocate_keeps_the_best_of_every_bank():
-    total = torch.tensor([[5.0, 4.0, 3.0, 2.0, 1.0, 0.0]])
-    search, flat = allocate(total, torch.tensor([[0, 0, 0, 0, 1, 2]]), 3, 3)
+    total = np.array([[5.0, 4.0, 3.0, 2.0, 1.0, 0.0]], dtype=np.float32)
+    search, flat = allocate(total, np.array([[0, 0, 0, 0, 1, 2]]), 3, 3)
     assert flat.tolist() == [[0, 4, 5]] and search.tolist() == [[5.0, 1.0, 0.0]]
     # empty banks leave their share to the best of the rest
-    search, flat = allocate(total, torch.zeros(1, 6, dtype=torch.long), 3, 3)
+    search, flat = allocate(total, np.zeros((1, 6), dtype=np.int64), 3, 3)
     assert flat.tolist() == [[0, 1, 2]]
 
 
@@ -283,11 +285,12 @@ def test_bank_allocation_finds_better_lines_with_required_characters(decoder, pa
     """Plain top-k postpones a costly required character to the end; keeping beams of every
     count finds higher-scoring lines for most upper lines (19 of 25 measured, 4 worse)."""
     import model.decoding.search
+    from model.decoding.arrays import topk
 
     uppers = [u for u, _ in pairs[:16] if not set(u) & set("山月")][:6]
     options = DecodeOptions(n_best=5, required_chars="山月")
     banked = [decoder.generate(u, options).candidates[0].score for u in uppers]
-    monkeypatch.setattr(model.decoding.search, "allocate", lambda total, bank, k, n: total.topk(k, dim=1))
+    monkeypatch.setattr(model.decoding.search, "allocate", lambda total, bank, k, n: topk(total, k))
     plain = [decoder.generate(u, options).candidates[0].score for u in uppers]
     better = sum(b > p + 1e-6 for b, p in zip(banked, plain, strict=True))
     worse = sum(p > b + 1e-6 for b, p in zip(banked, plain, strict=True))
@@ -299,15 +302,15 @@ def test_a_diverse_group_pays_for_a_token_an_earlier_group_took():
     the penalty; the scores come back without it. At the last character (prefix keys given)
     a group may not repeat an earlier group's line at all."""
     neg = float("-inf")
-    total = torch.tensor([[[0.0, -0.4, -3.0, neg, neg]]])  # (N=1, width=1, V=5)
+    total = np.array([[[0.0, -0.4, -3.0, neg, neg]]], dtype=np.float32)  # (N=1, width=1, V=5)
     search, flat = _diverse_topk(total, (1, 1, 1), penalty=1.0)
     assert flat.tolist() == [[0, 1, 0]] and search[0].tolist() == pytest.approx([0.0, -0.4, 0.0])
     search, flat = _diverse_topk(total, (1, 1, 1), penalty=0.1)
     assert flat.tolist() == [[0, 0, 0]]  # -0.1 still beats -0.4
-    search, flat = _diverse_topk(total, (1, 1, 1), penalty=0.1, keys=torch.tensor([0]))
+    search, flat = _diverse_topk(total, (1, 1, 1), penalty=0.1, keys=np.array([0]))
     assert flat.tolist() == [[0, 1, 2]] and search[0].tolist() == pytest.approx([0.0, -0.4, -3.0])
     # two groups of two beams over two rows each (width 4): group 1 looks at rows 2 and 3 only
-    wide = torch.full((1, 4, 5), neg)
+    wide = np.full((1, 4, 5), neg, dtype=np.float32)
     wide[0, 0, 0], wide[0, 1, 1], wide[0, 2, 0], wide[0, 3, 2] = -1.0, -2.0, -0.5, -3.0
     search, flat = _diverse_topk(wide, (2, 2), penalty=10.0)
     assert flat.tolist() == [[0, 5 + 1, 3 * 5 + 2, 2 * 5 + 0]]
@@ -367,17 +370,17 @@ def test_greedy_is_a_sibling_strategy_and_strategies_are_chosen_by_declared_capa
 
     model = tiny_model(vocab, seed=5)
     length, v = 4, model.cfg.vocab_size
-    table = torch.zeros(1, length + 1, v)
+    table = np.zeros((1, length + 1, v), dtype=np.float32)
     table[0, :length, : EOS_ID + 1] = float("-inf")
     table[0, length] = float("-inf")
     table[0, length, EOS_ID] = 0.0
     src = torch.tensor([vocab.encode("千山鸟飞")])
-    tokens, search, _ = run_search(model, src, table, [], GreedySearch())
+    tokens, search, _ = run_search(wrap(model), src.numpy(), table, [], GreedySearch())
     with torch.inference_mode():  # argmax step by step, through the full forward pass
         prefix: list[int] = []
         for pos in range(length):
             logits = model(src, torch.tensor([[BOS_ID, *prefix]]))[0, pos].float()
-            prefix.append(int((F.log_softmax(logits, -1) + table[0, pos]).argmax()))
+            prefix.append(int((F.log_softmax(logits, -1) + torch.from_numpy(table[0, pos])).argmax()))
     assert tokens[0, 0].tolist() == prefix and search.shape == (1, 1)
 
     class Banked(StepRuleBase):

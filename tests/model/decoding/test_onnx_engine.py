@@ -18,9 +18,11 @@ from data.rules import check
 from data.vocab import BOS_ID, EOS_ID, PAD_ID, UNK_ID, Vocab
 from model.decoding.decoder import Decoder
 from model.decoding.onnx_engine import GraphCache, OnnxTagger, OnnxTransformer
+from model.decoding.onnx_export import model_key
 from model.decoding.options import DecodeOptions
 from model.decoding.search import BeamSearch, run_search
 from model.decoding.shortlist import Shortlist
+from model.decoding.torch_engine import wrap
 from model.net.checkpoint import build_model
 from model.net.tagger import CoupletTagger
 from model.net.transformer import CoupletTransformer, ModelConfig
@@ -50,31 +52,68 @@ def models(vocab: Vocab, aligned: bool = True, seed: int = 5) -> tuple[CoupletTr
     return s2s.eval(), tagger.eval()
 
 
+def tokens(rows: list[list[int]]) -> np.ndarray:
+    """The engine's tokens: an int64 array."""
+    return np.array(rows, dtype=np.int64)
+
+
+def of(t: torch.Tensor) -> np.ndarray:
+    """A PyTorch model's output as the engine gives it: a float32 array."""
+    out = t.detach().numpy()
+    assert out.dtype == np.float32
+    return out
+
+
 @pytest.mark.parametrize("aligned", [True, False])
 def test_engine_steps_match_the_models_cached_steps(vocab: Vocab, aligned: bool) -> None:
     """Encoder, KV-cached steps with beams reordered between them, the teacher-forced
-    states and the tagger's pass: within float rounding of PyTorch."""
+    states, the output layer over them and the tagger's pass and steps: within float
+    rounding of PyTorch (the engine on arrays, the model on tensors)."""
     s2s, tagger = models(vocab, aligned)
     engine = OnnxTransformer(s2s, cache_dir=graph_cache_dir())
-    src = torch.tensor([vocab.encode("海纳百川"), vocab.encode("春风得意")])
+    src = tokens([vocab.encode("海纳百川"), vocab.encode("春风得意")])
+    src_t = torch.from_numpy(src)
+    indices = [[0, 0, 1], [2, 1, 0], [1, 1, 2], [0, 2, 2], [0, 1, 2]]
     with torch.inference_mode():
-        memory = s2s.encode(src)
-        assert torch.allclose(engine.encode(src), memory, atol=1e-5)
-        ours, theirs = engine.new_cache(memory, src), s2s.new_cache(memory, src)
-        prev = torch.full((2,), BOS_ID)
-        for pos, index in enumerate([[0, 0, 1], [2, 1, 0], [1, 1, 2], [0, 2, 2], [0, 1, 2]]):
-            a, b = engine.step_states(ours, prev, pos), s2s.step_states(theirs, prev, pos)
-            assert torch.allclose(a, b, atol=1e-5), pos
-            assert torch.allclose(engine.step(ours, prev, pos), s2s.step(theirs, prev, pos), atol=1e-4)
-            parent = torch.tensor(index)  # the first reorder widens 2 rows to 3, later ones move beams
-            ours, theirs = engine.reorder_cache(ours, parent), s2s.reorder_cache(theirs, parent)
-            prev = torch.tensor(vocab.encode("江山如"))
-        tgt_in = torch.tensor([[BOS_ID, *vocab.encode("江山如")], [BOS_ID, *vocab.encode("秋月无")]])
-        want = s2s.decode_states(memory, src, tgt_in)
-        assert torch.allclose(engine.decode_states(memory, src, tgt_in), want, atol=1e-5)
-        assert torch.allclose(
-            OnnxTagger(tagger, cache_dir=graph_cache_dir()).encode(src), tagger.encode(src), atol=1e-4
-        )
+        memory_t = s2s.encode(src_t)
+        memory = of(memory_t)
+        encoded = engine.encode(src)
+        assert encoded.dtype == np.float32 and np.allclose(encoded, memory, atol=1e-5)
+        ours, theirs = engine.new_cache(memory, src, len(indices)), s2s.new_cache(memory_t, src_t)
+        prev = np.full((2,), BOS_ID, dtype=np.int64)
+        for pos, index in enumerate(indices):
+            prev_t = torch.from_numpy(prev)
+            a, b = engine.step_states(ours, prev, pos), of(s2s.step_states(theirs, prev_t, pos))
+            assert np.allclose(a, b, atol=1e-5), pos
+            assert np.allclose(engine.step(ours, prev, pos), of(s2s.step(theirs, prev_t, pos)), atol=1e-4)
+            # the first reorder widens 2 rows to 3, later ones move beams
+            parent = np.array(index, dtype=np.int64)
+            ours, theirs = (
+                engine.reorder_cache(ours, parent),
+                s2s.reorder_cache(theirs, torch.from_numpy(parent)),
+            )
+            prev = tokens(vocab.encode("江山如"))
+        tgt_in = tokens([[BOS_ID, *vocab.encode("江山如")], [BOS_ID, *vocab.encode("秋月无")]])
+        want_t = s2s.decode_states(memory_t, src_t, torch.from_numpy(tgt_in))
+        states = engine.decode_states(memory, src, tgt_in)  # normalised, as the output layer reads them
+        assert np.allclose(states, of(s2s.dec_norm(want_t)), atol=1e-5)
+        # the output layer over teacher-forced states, flattened to (B*T, d) as ``rescore`` gives
+        # them (the head graph takes rows of states)
+        flat, flat_t = states.reshape(-1, states.shape[-1]), want_t.reshape(-1, want_t.shape[-1])
+        assert np.allclose(engine.head(flat), of(s2s.logits(flat_t)), atol=1e-4)
+        onnx_tagger = OnnxTagger(tagger, cache_dir=graph_cache_dir())
+        lattice, lattice_t = onnx_tagger.encode(src), tagger.encode(src_t)
+        assert np.allclose(lattice, of(lattice_t), atol=1e-4)
+        # the tagger's steps (past the line's end too) read the lattice as the tagger's own do
+        ours_l, theirs_l = onnx_tagger.new_cache(lattice, src), tagger.new_cache(lattice_t, src_t)
+        prev = np.full((2,), BOS_ID, dtype=np.int64)
+        for pos, index in enumerate(indices):
+            a = onnx_tagger.step(ours_l, prev, pos)
+            assert np.allclose(a, of(tagger.step(theirs_l, torch.from_numpy(prev), pos)), atol=1e-4), pos
+            parent = np.array(index, dtype=np.int64)
+            ours_l = onnx_tagger.reorder_cache(ours_l, parent)
+            theirs_l = tagger.reorder_cache(theirs_l, torch.from_numpy(parent))
+            prev = tokens(vocab.encode("江山如"))
 
 
 def test_a_step_scoring_a_shortlist_in_the_graph_matches_pytorchs_output_layer(vocab: Vocab) -> None:
@@ -83,33 +122,32 @@ def test_a_step_scoring_a_shortlist_in_the_graph_matches_pytorchs_output_layer(v
     and the caches advance alike."""
     s2s, _ = models(vocab)
     engine = OnnxTransformer(s2s, cache_dir=graph_cache_dir())
-    src = torch.tensor([vocab.encode("海纳百川"), vocab.encode("春风得意")])
+    src = tokens([vocab.encode("海纳百川"), vocab.encode("春风得意")])
     ids = [[EOS_ID, *vocab.encode("江山如画")], vocab.encode("秋月无边")]
-    shortlist = Shortlist.build(ids, s2s.head.weight.detach())
-    with torch.inference_mode():
-        memory = engine.encode(src)
-        ours, theirs = engine.new_cache(memory, src), engine.new_cache(memory, src)
-        prev = torch.full((2,), BOS_ID)
-        for pos in range(3):
-            got = engine.step_log_probs(ours, prev, pos, shortlist.listed)
-            want = shortlist.log_probs(engine.step_states(theirs, prev, pos))
-            assert got.shape == want.shape == (2, 5)
-            assert torch.equal(torch.isinf(got), torch.isinf(want)) and bool(torch.isinf(got[1, 4]))
-            assert torch.allclose(got[torch.isfinite(got)], want[torch.isfinite(want)], atol=1e-5), pos
-            assert all(np.allclose(a, b, atol=1e-6) for a, b in zip(ours.k, theirs.k, strict=True))
-            prev = torch.tensor(vocab.encode("江山如")[pos : pos + 1] * 2)
+    shortlist = Shortlist.build(ids, s2s.head.weight.detach().numpy())
+    memory = engine.encode(src)
+    ours, theirs = engine.new_cache(memory, src, 3), engine.new_cache(memory, src, 3)
+    prev = np.full((2,), BOS_ID, dtype=np.int64)
+    for pos in range(3):
+        got = engine.step_log_probs(ours, prev, pos, shortlist.listed)
+        want = shortlist.log_probs(engine.step_states(theirs, prev, pos))
+        assert got.shape == want.shape == (2, 5)
+        assert np.array_equal(np.isinf(got), np.isinf(want)) and bool(np.isinf(got[1, 4]))
+        assert np.allclose(got[np.isfinite(got)], want[np.isfinite(want)], atol=1e-5), pos
+        assert all(np.allclose(a, b, atol=1e-6) for a, b in zip(ours.k, theirs.k, strict=True))
+        prev = tokens(vocab.encode("江山如")[pos : pos + 1] * 2)
 
 
 def test_engine_refuses_padded_sources(vocab: Vocab) -> None:
     """The graphs take no source mask, so every way in refuses padding instead of attending to it."""
     s2s, tagger = models(vocab)
     engine = OnnxTransformer(s2s, cache_dir=graph_cache_dir())
-    src = torch.tensor([vocab.encode("海纳百川"), [*vocab.encode("春风"), PAD_ID, PAD_ID]])
+    src = tokens([vocab.encode("海纳百川"), [*vocab.encode("春风"), PAD_ID, PAD_ID]])
     with torch.inference_mode():
-        memory = s2s.encode(src)
+        memory = of(s2s.encode(torch.from_numpy(src)))
     for way_in in (
         lambda: engine.encode(src),
-        lambda: engine.new_cache(memory, src),
+        lambda: engine.new_cache(memory, src, 4),
         lambda: OnnxTagger(tagger, cache_dir=graph_cache_dir()).encode(src),
     ):
         with pytest.raises(ValueError, match="unpadded"):
@@ -118,15 +156,15 @@ def test_engine_refuses_padded_sources(vocab: Vocab) -> None:
 
 def test_beam_search_on_the_engine_equals_pytorch(vocab: Vocab) -> None:
     s2s, _ = models(vocab)
-    src = torch.tensor([vocab.encode("海纳百川")])
-    table = torch.zeros(1, 5, s2s.cfg.vocab_size)
+    src = tokens([vocab.encode("海纳百川")])
+    table = np.zeros((1, 5, s2s.cfg.vocab_size), np.float32)
     table[0, :4, [PAD_ID, BOS_ID, EOS_ID, UNK_ID]] = float("-inf")  # no special token inside the line
     table[0, 4] = float("-inf")
     table[0, 4, EOS_ID] = 0.0
     a = run_search(OnnxTransformer(s2s, cache_dir=graph_cache_dir()), src, table, [], BeamSearch(6))
-    b = run_search(s2s, src, table, [], BeamSearch(6))
+    b = run_search(wrap(s2s), src, table, [], BeamSearch(6))  # PyTorch's model on the same arrays
     assert a[0].tolist() == b[0].tolist()
-    assert torch.allclose(a[2], b[2], atol=1e-4)
+    assert np.allclose(a[2], b[2], atol=1e-4)
 
 
 @pytest.mark.parametrize(
@@ -186,7 +224,17 @@ def test_cached_graphs_decode_exactly_as_freshly_exported_ones(vocab: Vocab, tmp
     fresh = _answers(Decoder(s2s, vocab, int8=True, proposer=tagger, runtime="onnx"))
     first = Decoder(s2s, vocab, int8=True, proposer=tagger, runtime="onnx", graph_cache=tmp_path)
     written = sorted(p.name for p in tmp_path.iterdir())
-    assert len(written) == 6  # the five graphs of the encoder-decoder and the tagger's
+    # the six graphs of the encoder-decoder (the full-vocabulary output layer one of them) and the tagger's
+    assert len(written) == 7
+    assert {name.split("-")[0] for name in written} == {
+        "encode",
+        "prepare",
+        "step",
+        "scored_step",
+        "decode_states",
+        "head",
+        "tag",
+    }
     graphs = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
     second = Decoder(s2s, vocab, int8=True, proposer=tagger, runtime="onnx", graph_cache=tmp_path)
     assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == graphs  # read, not written again
@@ -199,10 +247,11 @@ def test_the_cache_key_follows_the_weights_and_a_damaged_graph_is_replaced(
 ) -> None:
     s2s, _ = models(vocab)
     other, _ = models(vocab, seed=6)
-    assert GraphCache(tmp_path, s2s).path("step", True) != GraphCache(tmp_path, other).path("step", True)
-    assert GraphCache(tmp_path, s2s).path("step", True) != GraphCache(tmp_path, s2s).path("step", False)
+    mine, theirs = GraphCache(tmp_path, model_key(s2s)), GraphCache(tmp_path, model_key(other))
+    assert mine.path("step", True) != theirs.path("step", True)
+    assert mine.path("step", True) != mine.path("step", False)
     fresh = _answers(Decoder(s2s, vocab, runtime="onnx", graph_cache=tmp_path))
-    step = GraphCache(tmp_path, s2s).path("step", False)
+    step = mine.path("step", False)
     step.write_bytes(b"not a graph")
     assert _answers(Decoder(s2s, vocab, runtime="onnx", graph_cache=tmp_path)) == fresh
     assert step.read_bytes() != b"not a graph"
@@ -210,7 +259,7 @@ def test_the_cache_key_follows_the_weights_and_a_damaged_graph_is_replaced(
 
 def _cache_of(folder: Path) -> GraphCache:
     torch.manual_seed(0)
-    return GraphCache(folder, torch.nn.Linear(4, 4))  # the same key in every process
+    return GraphCache(folder, model_key(torch.nn.Linear(4, 4)))  # the same key in every process
 
 
 def _write_often(folder: Path, fill: bytes, times: int) -> None:
@@ -247,7 +296,7 @@ def test_the_int8_tagger_quantises_every_product_with_a_weight_its_tied_head_too
     _, tagger = models(vocab)
     assert tagger.cfg.tie_embeddings  # the head's weight is the embedding's
     OnnxTagger(tagger, int8=True, cache_dir=tmp_path)
-    graph = onnx.load_from_string(GraphCache(tmp_path, tagger).read("tag", True) or b"")
+    graph = onnx.load_from_string(GraphCache(tmp_path, model_key(tagger)).read("tag", True) or b"")
     weights = {w.name for w in graph.graph.initializer}
     ops = [n.op_type for n in graph.graph.node]
     linears = sum(isinstance(m, torch.nn.Linear) for m in tagger.modules())

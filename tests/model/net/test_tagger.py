@@ -7,6 +7,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
@@ -19,6 +20,7 @@ from model.decoding.decoder import Decoder, ModelView
 from model.decoding.options import DecodeOptions
 from model.decoding.search import rescore
 from model.decoding.shortlist import Shortlist
+from model.decoding.torch_engine import wrap
 from model.net.batch import collate
 from model.net.checkpoint import build_model, load_model
 from model.net.tagger import CoupletTagger
@@ -90,7 +92,7 @@ def test_rescore_equals_teacher_forced_log_probabilities(dvocab: Vocab) -> None:
     tokens[:, 1] = tokens[:, 0]  # shared prefixes are computed once: the figures must not change
     tokens[:, 2, :2] = tokens[:, 0, :2]
     for score_end in (False, True):
-        got = rescore(s2s, src, tokens, score_end)
+        got = rescore(wrap(s2s), src.numpy(), tokens.numpy(), score_end)
         for n in range(2):
             for k in range(3):
                 target = tokens[n, k].tolist() + ([EOS_ID] if score_end else [])
@@ -123,8 +125,8 @@ def test_proposer_candidates_keep_the_rules_and_carry_the_models_scores(dvocab: 
             assert check(upper, c.text).hard_ok, (upper, c.text)
             view = ModelView.of(upper, dvocab)  # the model reads the line without its final 。
             ids = dvocab.encode("".join(c.text[i] for i in view.kept))
-            src = torch.tensor([dvocab.encode(view.line)])
-            exact = float(rescore(s2s, src, torch.tensor([[ids]]))[0, 0]) / len(view.line)
+            src = np.array([dvocab.encode(view.line)])
+            exact = float(rescore(wrap(s2s), src, np.array([[ids]]))[0, 0]) / len(view.line)
             assert c.score == pytest.approx(exact, abs=0.05 if int8 else 1e-4)
 
 
@@ -173,7 +175,7 @@ def test_ensemble_steers_the_search_but_scores_stay_the_models(dvocab: Vocab) ->
     for c in result.candidates:
         assert set(c.text) <= set(WORD) and check(upper, c.text).hard_ok
         ids = dvocab.encode(c.text)
-        exact = float(rescore(s2s, src, torch.tensor([[ids]]))[0, 0]) / len(upper)
+        exact = float(rescore(wrap(s2s), src.numpy(), np.array([[ids]]))[0, 0]) / len(upper)
         assert c.score == pytest.approx(exact, abs=1e-4)
         opinion = sum(float(lattice[i, t]) for i, t in enumerate(ids)) / len(upper)
         assert c.rank == pytest.approx(c.score + 2.0 * opinion, abs=1e-3)
@@ -210,10 +212,10 @@ def test_shortlist_scores_are_the_models_log_probs_over_the_list(
     """In the normal search and in the fast mode's rescoring alike."""
     s2s, tagger = random_models(dvocab)
     decoder = Decoder(s2s, dvocab, proposer=tagger)
-    built: list[list[torch.Tensor]] = []
+    built: list[list[np.ndarray]] = []
     original = Shortlist.from_rows
 
-    def spy(rows: list[torch.Tensor], head_t: torch.Tensor) -> Shortlist:
+    def spy(rows: list[np.ndarray], head_t: np.ndarray) -> Shortlist:
         built.append(rows)
         return original(rows, head_t)
 
@@ -245,14 +247,14 @@ def test_a_shortlist_too_small_for_the_rules_falls_back_to_every_token(dvocab: V
 
 def test_shortlist_log_probs_are_normalised_over_the_list() -> None:
     head = torch.randn(10, 4)
-    shortlist = Shortlist.build([[3, 5, 7], [4, 6]], head)
+    shortlist = Shortlist.build([[3, 5, 7], [4, 6]], head.numpy())
     states = torch.randn(4, 4)  # two requests, two rows each
-    out = shortlist.log_probs(states)
+    out = shortlist.log_probs(states.numpy())
     assert out.shape == (4, 3)  # the listed tokens' columns
     for row, ids in zip(range(4), [[3, 5, 7], [3, 5, 7], [4, 6], [4, 6]], strict=True):
         expected = F.log_softmax(states[row] @ head[ids].T, dim=-1)
-        assert torch.allclose(out[row, : len(ids)], expected, atol=1e-6)
-        assert torch.isinf(out[row, len(ids) :]).all()  # the shorter list's padding
+        np.testing.assert_allclose(out[row, : len(ids)], expected.numpy(), rtol=1e-5, atol=1e-6)
+        assert np.isinf(out[row, len(ids) :]).all()  # the shorter list's padding
 
 
 def test_a_proposer_needs_an_encoder_decoder_to_rescore(dvocab: Vocab) -> None:
