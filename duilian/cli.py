@@ -244,7 +244,9 @@ def load(args: argparse.Namespace) -> LoadedModel:
         )
     cache = args.graph_cache or graph_cache_dir()
     try:
-        model = LoadedModel.load(folder, None, Engine(SERVE_INT8, SERVE_RUNTIME, cache), warm=False, lazy=True)
+        model = LoadedModel.load(
+            folder, None, Engine(SERVE_INT8, SERVE_RUNTIME, cache), warm=False, lazy=True
+        )
     except (OSError, ValueError, KeyError, RuntimeError) as exc:
         raise Problem("模型无法读取", f"the model bundle at {folder} cannot be read: {exc}") from exc
     torch = sys.modules.get("torch")  # (imported when the graphs had to be exported)

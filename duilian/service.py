@@ -24,7 +24,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from data.banners import BANNERS_FILE, BannerTable
 from data.rules import RuleReport
@@ -46,6 +46,9 @@ from model.decoding.options import (
 from model.decoding.options import Candidate as DecodeCandidate
 from model.decoding.plan import ConstraintError
 from model.release.bundle import Bundle, graph_key, head_weight_t, load_bundle, model_config, model_file
+
+if TYPE_CHECKING:
+    from model.net.checkpoint import CoupletModel
 
 log = logging.getLogger(__name__)
 KNOWN_SHOWN = 5  # known lower lines in an answer, from the bundle or the corpus file
@@ -314,7 +317,7 @@ def build_decoder(
             head_t = head_weight_t(bundle.path) if proposer is not None else None
             return Decoder.from_engines(model, bundle.vocab, proposer, head_t, pairing, blocked)
     return Decoder(
-        bundle.reverse if reverse else bundle.model,
+        cast("CoupletModel", bundle.reverse if reverse else bundle.model),
         bundle.vocab,
         int8=engine.int8,
         proposer=bundle.proposer if with_proposer else None,

@@ -211,7 +211,9 @@ class RepeatsMirrored(StepRuleBase):
         self.new = np.array(
             [[c < 0 and t < 0 for c, t in zip(p.copy_of, p.punct, strict=True)] for p in plans], dtype=bool
         )
-        self.all_new = self.new.all(0).tolist()  # per position: every request has a new character
+        self.all_new: list[bool] = np.asarray(
+            self.new.all(0)
+        ).tolist()  # per position: every request has a new character
 
     def __call__(self, scores: np.ndarray, step: Step) -> np.ndarray:
         if step.pos == 0 or step.pos >= self.copy_of.shape[1]:
@@ -335,7 +337,7 @@ class NoThreeLevelTail(StepRuleBase):
             return scores
         level = self.level[step.row]  # (B, V)
         before = np.take_along_axis(level, step.prefix[:, n - 3 : pos], 1)  # (B, 1 or 2) earlier tail tones
-        hit = before.all(1) & (self.level_end[step.row] if pos == n - 2 else True)  # (B,)
+        hit = np.asarray(before.all(1) & (self.level_end[step.row] if pos == n - 2 else True))  # (B,)
         return scores - np.float32(self.weight) * (level & hit[:, None]).astype(np.float32)
 
     def on_columns(self, ids: np.ndarray) -> NoThreeLevelTail:

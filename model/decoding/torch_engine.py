@@ -86,7 +86,7 @@ class TorchTagger(LatticeSteps):
         return _array(self.m.encode(_ids(src)))
 
 
-def wrap(model: Any) -> TorchTransformer | TorchTagger:
+def wrap(model: Any) -> Any:
     """The adapter for a PyTorch model (eager or quantised)."""
     if isinstance(model, CoupletTagger):
         return TorchTagger(model)

@@ -52,7 +52,7 @@ def models(vocab: Vocab, aligned: bool = True, seed: int = 5) -> tuple[CoupletTr
     return s2s.eval(), tagger.eval()
 
 
-def tokens(rows: list[list[int]]) -> np.ndarray:
+def tokens(rows: list[int] | list[list[int]]) -> np.ndarray:
     """The engine's tokens: an int64 array."""
     return np.array(rows, dtype=np.int64)
 
