@@ -86,8 +86,8 @@ def test_workers_keep_their_graphs_and_a_restart_or_reload_reads_them(
     with TestClient(create_app(pooled)) as c:
         first = [c.post("/api/v1/generate", json={"upper": u, "n": 5}).json() for u in uppers]
     written = graph_files(graphs)
-    # five graphs for the model and five for its reverse model (the warm-up decodes with both)
-    assert len(written) == 10 and all(name.endswith(".onnx") for name in written)  # no temporary left
+    # six graphs for the model and six for its reverse model (the warm-up decodes with both)
+    assert len(written) == 12 and all(name.endswith(".onnx") for name in written)  # no temporary left
     app = create_app(pooled)
     with TestClient(app) as c:
         assert [c.post("/api/v1/generate", json={"upper": u, "n": 5}).json() for u in uppers] == first
