@@ -34,3 +34,10 @@ def graph_cache_dir() -> Path:
     (``DUILIAN_GRAPH_CACHE``, default ``work/cache/onnx``). Exporting a model's graphs costs
     about 40 s on two cores; reading them, well under a second."""
     return Path(os.environ.get("DUILIAN_GRAPH_CACHE", work_dir() / "cache" / "onnx"))
+
+
+def cache_dir() -> Path:
+    """Tables derived from the libraries' own data, written once and read at every start
+    (``DUILIAN_CACHE_DIR``, default ``work/cache``): jieba's dictionary by first character
+    (data/segment.py) and pypinyin's readings and tone-changing phrases (data/tones.py)."""
+    return Path(os.environ.get("DUILIAN_CACHE_DIR", work_dir() / "cache"))

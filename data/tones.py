@@ -13,20 +13,19 @@ from __future__ import annotations
 
 import enum
 import functools
+import hashlib
+import importlib.metadata
 import importlib.util
 import json
+import logging
+import marshal
 import os
 import threading
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from pypinyin import Style
-from pypinyin.constants import PHRASES_DICT, PINYIN_DICT, RE_HANS
-from pypinyin.contrib.tone_convert import to_tone3
-from pypinyin.converter import DefaultConverter
-from pypinyin.core import Pinyin
-
+from data.files import atomic_file
 from data.text import is_han
 
 MODES = ("modern", "lenient", "classical")
@@ -55,26 +54,33 @@ def _no_reading(chars: str) -> Any:
     return [""] * len(chars)
 
 
-class _MarkedReadings(DefaultConverter):
-    """pypinyin's phrase readings as stored (tone marks), without its per-syllable style
-    conversion: that was half the cost of reading a line, and the tone class needs only
-    the mark, read once per distinct syllable by ``_marked_tone``."""
+@functools.lru_cache(maxsize=1)
+def _phrase_reader() -> tuple[Any, Any]:
+    """pypinyin's phrase reader, giving readings as stored (tone marks) without its
+    per-syllable style conversion: that was half the cost of reading a line, and the tone
+    class needs only the mark, read once per distinct syllable by ``_marked_tone``; and the
+    style to ask for. (pypinyin is imported here, for the lines that need its phrases.)"""
+    from pypinyin import Style
+    from pypinyin.converter import DefaultConverter
+    from pypinyin.core import Pinyin
 
-    def convert_style(self, han: str, orig_pinyin: str, style: Style, strict: bool, **kwargs: Any) -> str:
-        return orig_pinyin
+    class _MarkedReadings(DefaultConverter):  # type: ignore[misc]
+        def convert_style(self, han: str, orig_pinyin: str, style: Any, strict: bool, **kwargs: Any) -> str:
+            return orig_pinyin
 
-
-_PHRASE_READER = Pinyin(_MarkedReadings())
+    return Pinyin(_MarkedReadings()), Style.TONE
 
 
 @functools.lru_cache(maxsize=4096)
 def _marked_tone(syllable: str) -> Tone:
     """Tone class of one tone-marked syllable (``hǎo`` -> oblique; unmarked: neutral, none)."""
-    return _tone_of_reading(to_tone3(syllable)) if syllable else Tone.NONE
+    return _tone_of_reading(_tone3(syllable)) if syllable else Tone.NONE
 
 
 @functools.lru_cache(maxsize=4096)
 def _tone3(syllable: str) -> str:
+    from pypinyin.contrib.tone_convert import to_tone3
+
     return str(to_tone3(syllable))
 
 
@@ -89,12 +95,7 @@ def char_readings(ch: str) -> tuple[str, ...]:
         return (_FORCED[ch],)
     if not is_han(ch):
         return ()
-    readings: list[str] = []
-    for marked in (PINYIN_DICT.get(ord(ch)) or "").split(","):
-        reading = _tone3(marked) if marked else ""
-        if reading and reading not in readings:
-            readings.append(reading)
-    return tuple(readings)
+    return _tables()[0].get(ch, ())
 
 
 @functools.lru_cache(maxsize=65536)
@@ -134,38 +135,90 @@ _PHRASE_LOCK = threading.Lock()
 
 
 def _phrase_tables() -> tuple[dict[str, Tone], frozenset[str], int]:
-    """``_build_phrase_tables`` once per process: a lock, since ``lru_cache`` lets every thread
-    that asks before the first finishes build them too (a server's first burst of requests)."""
+    """The first readings' tones, the phrases that change a tone class, the longest one's
+    length (``_derive_tables``)."""
+    _, first, changing, longest = _tables()
+    return first, changing, longest
+
+
+def _tables() -> tuple[dict[str, tuple[str, ...]], dict[str, Tone], frozenset[str], int]:
+    """``_load_tables`` once per process: a lock, since ``lru_cache`` lets every thread that
+    asks before the first finishes build them too (a server's first burst of requests)."""
     with _PHRASE_LOCK:
-        return _build_phrase_tables()
+        return _load_tables()
+
+
+_TABLE_TONES = [Tone(i) for i in range(4)]
 
 
 @functools.lru_cache(maxsize=1)
-def _build_phrase_tables() -> tuple[dict[str, Tone], frozenset[str], int]:
-    """What decides whether a line's tones need pypinyin's phrase reading at all.
+def _load_tables() -> tuple[dict[str, tuple[str, ...]], dict[str, Tone], frozenset[str], int]:
+    """pypinyin's data as the tone functions read it: every Han character's readings (TONE3,
+    distinct, in pypinyin's order), and what ``_phrase_tables`` says. Derived once from
+    pypinyin's tables (about 0.7 s with their import) and kept in ``data.paths.cache_dir()``
+    (``pinyin-<digest>.marshal``, keyed by the pypinyin version and this module), so a start
+    reads them in a few milliseconds and imports pypinyin only for a line whose tones need
+    its phrases (``_phrase_reading``)."""
+    from data.paths import cache_dir
+
+    h = hashlib.blake2b(digest_size=8)
+    h.update(importlib.metadata.version("pypinyin").encode())
+    h.update(Path(__file__).read_bytes())
+    path = cache_dir() / f"pinyin-{h.hexdigest()}.marshal"
+    try:
+        readings, first, changing, longest = marshal.loads(path.read_bytes())
+        return readings, {ch: _TABLE_TONES[t] for ch, t in first.items()}, frozenset(changing), longest
+    except (OSError, ValueError, EOFError, TypeError):
+        pass
+    built = _derive_tables()
+    readings, first, changing, longest = built
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with atomic_file(path) as f:
+            f.write(
+                marshal.dumps((readings, {ch: int(t) for ch, t in first.items()}, sorted(changing), longest))
+            )
+    except OSError as exc:
+        logging.getLogger(__name__).warning("pinyin tables not cached at %s: %s", path, exc)
+    return built
+
+
+def _derive_tables() -> tuple[dict[str, tuple[str, ...]], dict[str, Tone], frozenset[str], int]:
+    """What decides whether a line's tones need pypinyin's phrase reading at all, and every
+    character's readings.
 
     pypinyin cuts a line into phrases of its phrase dictionary and single characters; a
     single character gets its first reading, a phrase the readings the dictionary stores. So
     when no phrase of the dictionary that appears in the line reads one of its characters
     in another tone class than that character's first reading, every position simply has
-    its first reading's tone. Returns (the first reading's tone of every character pypinyin
-    treats as Han, the phrases that change some character's tone class, the longest such
-    phrase's length). 一 and 不 are forced (``_FORCED``), so phrases that change only them do
-    not count. Built once per process, in about 0.3 s."""
+    its first reading's tone. Returns (the readings of every character pypinyin has, the first
+    reading's tone of every character pypinyin treats as Han, the phrases that change some
+    character's tone class, the longest such phrase's length). 一 and 不 are forced
+    (``_FORCED``), so phrases that change only them do not count."""
+    from pypinyin.constants import PHRASES_DICT, PINYIN_DICT, RE_HANS
+
+    readings: dict[str, tuple[str, ...]] = {}
+    for cp, marked in PINYIN_DICT.items():
+        found: list[str] = []
+        for syllable in marked.split(","):
+            reading = _tone3(syllable) if syllable else ""
+            if reading and reading not in found:
+                found.append(reading)
+        readings[chr(cp)] = tuple(found)
     first = {
-        ch: _marked_tone(readings.split(",")[0])
-        for ch, readings in ((chr(cp), r) for cp, r in PINYIN_DICT.items())
+        ch: _marked_tone(marked.split(",")[0])
+        for ch, marked in ((chr(cp), r) for cp, r in PINYIN_DICT.items())
         if RE_HANS.match(ch)
     }
     changing = frozenset(
         phrase
-        for phrase, readings in PHRASES_DICT.items()
+        for phrase, items in PHRASES_DICT.items()
         if any(
             ch not in _FORCED and _marked_tone(item[0] if item else "") != first.get(ch, Tone.NONE)
-            for ch, item in zip(phrase, readings, strict=False)
+            for ch, item in zip(phrase, items, strict=False)
         )
     )
-    return first, changing, max(map(len, changing), default=0)
+    return readings, first, changing, max(map(len, changing), default=0)
 
 
 def _first_readings_hold(line: str) -> bool:
@@ -199,7 +252,8 @@ def _line_tones(line: str, mode: str, table: frozenset[str]) -> tuple[Tone, ...]
 
 def _phrase_reading(line: str, mode: str, table: frozenset[str]) -> tuple[Tone, ...]:
     """Tone classes from pypinyin's reading of ``line`` in phrase context."""
-    items = _PHRASE_READER.pinyin(line, style=Style.TONE, heteronym=False, errors=_no_reading)
+    reader, style = _phrase_reader()
+    items = reader.pinyin(line, style=style, heteronym=False, errors=_no_reading)
     if len(items) != len(line):  # defensive: never misalign positions
         return tuple(char_tone(ch, mode, table or None) for ch in line)
     tones = []

@@ -127,7 +127,7 @@ def test_the_tone_tables_are_built_once_when_many_threads_ask_first() -> None:
 
     from data import tones
 
-    tones._build_phrase_tables.cache_clear()
+    tones._load_tables.cache_clear()
     start = threading.Barrier(8)
 
     def ask() -> None:
@@ -139,7 +139,7 @@ def test_the_tone_tables_are_built_once_when_many_threads_ask_first() -> None:
         t.start()
     for t in threads:
         t.join()
-    info = tones._build_phrase_tables.cache_info()
+    info = tones._load_tables.cache_info()
     assert (info.misses, info.hits) == (1, 7)  # a server's first burst of requests: one build
 
 
