@@ -28,6 +28,7 @@ import hashlib
 import importlib.metadata
 import logging
 import marshal
+import os
 import threading
 from collections.abc import Iterable
 from functools import lru_cache
@@ -48,15 +49,17 @@ class FirstCharDictionary:
     ``[]``, ``get``), with the same answers."""
 
     def __init__(self, path: Path) -> None:
-        self._file = open(path, "rb")  # noqa: SIM115 (kept open: parts are read on demand)
-        head = self._file.read(len(_MAGIC) + 8)
+        # kept open, parts read on demand with pread: no file offset is shared, so processes
+        # forked after the first read (the server's decode workers) read their parts apart
+        self._file = open(path, "rb")  # noqa: SIM115
+        fd = self._file.fileno()
+        head = os.pread(fd, len(_MAGIC) + 8, 0)
         if head[: len(_MAGIC)] != _MAGIC:
             raise ValueError(f"{path}: not a dictionary written by data.segment")
         size = int.from_bytes(head[len(_MAGIC) :], "little")
-        self.total, self._index = marshal.loads(self._file.read(size))
+        self.total, self._index = marshal.loads(os.pread(fd, size, len(head)))
         self._start = len(_MAGIC) + 8 + size
         self._parts: dict[str, dict[str, int]] = {}
-        self._lock = threading.Lock()
 
     def _part(self, first: str) -> dict[str, int]:
         part = self._parts.get(first)
@@ -64,9 +67,7 @@ class FirstCharDictionary:
             where = self._index.get(first)
             part = {}
             if where is not None:
-                with self._lock:
-                    self._file.seek(self._start + where[0])
-                    part = marshal.loads(self._file.read(where[1]))
+                part = marshal.loads(os.pread(self._file.fileno(), where[1], self._start + where[0]))
             self._parts[first] = part
         return part
 
