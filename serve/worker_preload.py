@@ -4,8 +4,9 @@ model already in memory: torch (a worker needs it only to export graphs the cach
 the service's modules and the segmentation's tokenizer (the sensitive-word filter's word
 boundaries, data/segment.py: its dictionary is read by first character, the parts a worker
 reads with ``pread``, so the forked workers share no file offset). Not ONNX Runtime:
-importing it starts threads of its own, and the forkserver forks (numpy's OpenBLAS pool, the one other thread here, stops itself around a fork); each worker
-imports it after its fork, in a few hundredths of a second."""
+importing it starts threads of its own, and the forkserver forks (numpy's OpenBLAS pool, the
+one other thread here, stops itself around a fork); each worker imports it after its fork, in
+a few hundredths of a second."""
 
 from __future__ import annotations
 
