@@ -64,7 +64,7 @@ def _phrase_reader() -> tuple[Any, Any]:
     from pypinyin.converter import DefaultConverter
     from pypinyin.core import Pinyin
 
-    class _MarkedReadings(DefaultConverter):  # type: ignore[misc]
+    class _MarkedReadings(DefaultConverter):
         def convert_style(self, han: str, orig_pinyin: str, style: Any, strict: bool, **kwargs: Any) -> str:
             return orig_pinyin
 

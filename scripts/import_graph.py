@@ -35,6 +35,30 @@ ALLOWED_DEFERRED = {
     "`model.ship finish` here",
 }
 
+# Modules that import PyTorch, and the modules on the serving path that import them only where
+# a model is read, written or exported (inside a function, or for type checking): a decoder on
+# cached ONNX graphs, the command line's and a decode worker's, imports no PyTorch
+# (docs/ARCHITECTURE.md, "Decoding").
+TORCH_MODULES = {
+    "model.net.checkpoint",
+    "model.net.tagger",
+    "model.net.transformer",
+    "model.decoding.quantize",
+    "model.decoding.torch_engine",
+    "model.decoding.onnx_export",
+}
+TORCH_FREE = {
+    "model.release.weights": "reads configurations and arrays; builds a model only when asked to",
+    "model.release.bundle": "reads a bundle's other files; its models on first use",
+    "model.decoding.decoder": "runs ONNX engines; wraps or copies a PyTorch model when given one",
+    "model.decoding.onnx_engine": "runs cached graphs; exports (onnx_export) only on a miss",
+}
+
+
+def torch_deferred(item: tuple[str, str, str]) -> bool:
+    """Whether a deferred import is a serving module's import of PyTorch (``TORCH_FREE``)."""
+    return item[0] in TORCH_FREE and item[1] in TORCH_MODULES
+
 
 def model_layer(module: str) -> str:
     """The layer of a module of model/ (``model.net``...), or ``model`` for the entry modules."""
@@ -101,8 +125,12 @@ class Graph:
         return [d for d in self.deferred if d[0].split(".")[0] == package]
 
     def unjustified_deferred(self, package: str = "model") -> list[tuple[str, str, str]]:
-        """Deferred imports of ``package`` that ALLOWED_DEFERRED does not explain."""
-        return [d for d in self.deferred_in(package) if (d[0], d[1]) not in ALLOWED_DEFERRED]
+        """Deferred imports of ``package`` that ALLOWED_DEFERRED or TORCH_FREE does not explain."""
+        return [
+            d
+            for d in self.deferred_in(package)
+            if (d[0], d[1]) not in ALLOWED_DEFERRED and not torch_deferred(d)
+        ]
 
     def upward(self) -> list[tuple[str, str]]:
         """Imports of a higher part or layer, or of a sibling on the same level (the crawler

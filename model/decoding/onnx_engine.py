@@ -23,21 +23,20 @@ H heads, dh head width, d model width, V vocabulary.
 
 from __future__ import annotations
 
-import functools
 import hashlib
-import importlib.metadata
 import logging
 import tempfile
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, cast
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar, cast
 
 import numpy as np
 
 from data.files import atomic_file
 from data.vocab import PAD_ID
+from model.decoding.graph_keys import OPSET
 from model.decoding.lattice import LatticeSteps
 from model.net.capabilities import LISTED_IN_GRAPH, LISTED_ROWS, REORDER_BEAMS
 from model.net.config import ModelConfig
@@ -46,18 +45,9 @@ if TYPE_CHECKING:
     from model.net.tagger import CoupletTagger
     from model.net.transformer import CoupletTransformer
 
-OPSET = 18  # the torch.export-based exporter writes opset 18 and later
 # the graphs of each engine, by name (model/decoding/onnx_export.py says what each is)
 TRANSFORMER_GRAPHS = ("encode", "prepare", "step", "scored_step", "decode_states", "head")
 TAGGER_GRAPHS = ("tag",)
-_HERE = Path(__file__).resolve().parent
-# The code an exported graph is traced from: a change to any of them makes new cache keys.
-_TRACED_SOURCES = (
-    _HERE / "onnx_engine.py",
-    _HERE / "onnx_export.py",
-    _HERE.parent / "net" / "transformer.py",
-    _HERE.parent / "net" / "tagger.py",
-)
 
 
 def _quantised(graph: bytes) -> bytes:
@@ -85,38 +75,6 @@ def _session(graph: bytes, threads: int) -> Any:
     so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     so.log_severity_level = 3  # errors only
     return ort.InferenceSession(graph, so, providers=["CPUExecutionProvider"])
-
-
-def _version(package: str) -> str:
-    try:
-        return importlib.metadata.version(package)
-    except importlib.metadata.PackageNotFoundError:
-        return ""
-
-
-@functools.lru_cache(maxsize=1)
-def traced_digest() -> str:
-    """A digest of the traced code and of the exporter's and the runtime's versions."""
-    h = hashlib.blake2b(digest_size=16)
-    for path in _TRACED_SOURCES:
-        h.update(path.read_bytes())
-    for package in ("torch", "onnx", "onnxscript", "onnxruntime"):
-        h.update(f"{package}={_version(package)};".encode())
-    return h.hexdigest()
-
-
-def files_key(role: str, paths: Sequence[Path]) -> str:
-    """The graph-cache key of a bundle's model ``role`` (``model``, ``proposer``, ``reverse``)
-    read from ``paths`` (its weights and configuration, and any file it shares tensors with):
-    their bytes, the traced code, the versions; no PyTorch (``onnx_export.model_key`` keys a
-    model in memory)."""
-    h = hashlib.blake2b(digest_size=16)
-    h.update(f"{role};{traced_digest()};".encode())
-    for path in paths:
-        h.update(f"{path.name}:".encode())
-        with open(path, "rb") as f:
-            h.update(hashlib.file_digest(f, "blake2b").digest())
-    return h.hexdigest()
 
 
 class GraphCache:
@@ -234,7 +192,32 @@ class OnnxCache:
         )
 
 
-class OnnxTransformer:
+class _CachedEngine:
+    """An engine that can be built from its cached graphs alone (``cached``)."""
+
+    GRAPHS: ClassVar[tuple[str, ...]]
+
+    def _init(self, cfg: ModelConfig, graphs: dict[str, _Graph]) -> None:
+        raise NotImplementedError
+
+    @classmethod
+    def cached(
+        cls: type[E], cfg: ModelConfig, key: str, cache_dir: Path, int8: bool = False, threads: int = 1
+    ) -> E | None:
+        """The engine from its cached graphs alone (no model, no PyTorch), or None when one of
+        them is not in ``cache_dir`` under ``key``."""
+        graphs = _cached_graphs(GraphCache(cache_dir, key), cls.GRAPHS, int8, threads)
+        if graphs is None:
+            return None
+        engine = cls.__new__(cls)
+        engine._init(cfg, graphs)
+        return engine
+
+
+E = TypeVar("E", bound=_CachedEngine)
+
+
+class OnnxTransformer(_CachedEngine):
     """A CoupletTransformer's decoding protocol (``encode``, ``new_cache``, ``step``,
     ``step_states``, ``reorder_cache``, ``decode_states``, ``head``) on ONNX Runtime, and
     ``step_log_probs``: a step that scores a shortlist (the listed rows of the output layer,
@@ -244,6 +227,7 @@ class OnnxTransformer:
     (two A/B runs alternating on 500 test lines). Arrays in, arrays out: the search's own."""
 
     capabilities: ClassVar[frozenset[str]] = frozenset({LISTED_ROWS, LISTED_IN_GRAPH, REORDER_BEAMS})
+    GRAPHS = TRANSFORMER_GRAPHS
 
     def __init__(
         self,
@@ -264,19 +248,6 @@ class OnnxTransformer:
             for name in TRANSFORMER_GRAPHS
         }
         self._init(model.cfg, graphs)
-
-    @classmethod
-    def cached(
-        cls, cfg: ModelConfig, key: str, cache_dir: Path, int8: bool = False, threads: int = 1
-    ) -> OnnxTransformer | None:
-        """The engine from its cached graphs alone (no model, no PyTorch), or None when one of
-        them is not in ``cache_dir`` under ``key``."""
-        graphs = _cached_graphs(GraphCache(cache_dir, key), TRANSFORMER_GRAPHS, int8, threads)
-        if graphs is None:
-            return None
-        engine = cls.__new__(cls)
-        engine._init(cfg, graphs)
-        return engine
 
     def _init(self, cfg: ModelConfig, graphs: dict[str, _Graph]) -> None:
         self.cfg = cfg
@@ -357,9 +328,11 @@ class OnnxTransformer:
 # ---- the tagger ---------------------------------------------------------------------------
 
 
-class OnnxTagger(LatticeSteps):
+class OnnxTagger(LatticeSteps, _CachedEngine):
     """A CoupletTagger whose one pass (``encode``) runs on ONNX Runtime; the lattice steps
     read its output and have no weights (model/decoding/lattice.py)."""
+
+    GRAPHS = TAGGER_GRAPHS
 
     def __init__(
         self,
@@ -377,18 +350,6 @@ class OnnxTagger(LatticeSteps):
             for name, spec in tagger_specs(model).items()
         }
         self._init(model.cfg, graphs)
-
-    @classmethod
-    def cached(
-        cls, cfg: ModelConfig, key: str, cache_dir: Path, int8: bool = False, threads: int = 1
-    ) -> OnnxTagger | None:
-        """The engine from its cached graph alone, or None when it is not cached."""
-        graphs = _cached_graphs(GraphCache(cache_dir, key), TAGGER_GRAPHS, int8, threads)
-        if graphs is None:
-            return None
-        engine = cls.__new__(cls)
-        engine._init(cfg, graphs)
-        return engine
 
     def _init(self, cfg: ModelConfig, graphs: dict[str, _Graph]) -> None:
         self.cfg = cfg

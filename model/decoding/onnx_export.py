@@ -22,7 +22,7 @@ from typing import Any, cast
 import torch
 from torch import Tensor, nn
 
-from model.decoding.onnx_engine import OPSET, traced_digest
+from model.decoding.graph_keys import OPSET, traced_digest
 from model.net.tagger import CoupletTagger
 from model.net.transformer import CoupletTransformer, EncoderLayer
 

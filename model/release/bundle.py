@@ -79,6 +79,7 @@ from data.pairing import PairingTable
 from data.sensitive import SensitiveFilter
 from data.vocab import Vocab
 from model.decoding.blocked import BLOCKED_FILE, BlockedWords
+from model.decoding.graph_keys import files_key
 from model.net.config import ModelConfig
 from model.release.fingerprint import FingerprintIndex, KnownLowers
 from model.release.weights import (
@@ -511,8 +512,6 @@ def graph_key(bundle: Bundle, role: str) -> str | None:
     ``proposer``, ``reverse``) are cached (``onnx_engine.files_key``): a digest of its files
     (and of those it shares tensors with), the traced code and the versions, with no PyTorch;
     None for an old bundle (its models are keyed by their weights in memory)."""
-    from model.decoding.onnx_engine import files_key
-
     if is_legacy(bundle.path):
         return None
     weights, config = _ROLE_FILES[role]

@@ -246,3 +246,35 @@ def test_upper_lines_for_a_lower_line_as_the_site_gives_them(
     assert here.stdout == there.stdout and here.stdout.startswith("下联  家和万事兴\n")
     hint = run(script, "generate", "家和万事兴", "-n", "1", graphs=graphs)
     assert "it ends 平: probably a lower line (try --reverse)" in hint.stdout
+
+
+def test_on_a_warm_graph_cache_the_command_runs_without_pytorch(
+    script: Path, graphs: Path, tmp_path: Path
+) -> None:
+    """Once its graphs are cached, the command line decodes on ONNX Runtime alone: with PyTorch
+    made unimportable it prints the very answer it prints with it (the decoder is built from the
+    cached graphs and the bundle's arrays, model/decoding/onnx_engine.py)."""
+    first = run(script, "generate", "春风得意马蹄疾", "--json", graphs=graphs)  # warms the cache
+    assert first.returncode == 0, first.stderr
+    blocked = tmp_path / "blocked"
+    (blocked / "torch").mkdir(parents=True)
+    (blocked / "torch" / "__init__.py").write_text("raise ImportError('PyTorch is blocked in this test')\n")
+    env = {**os.environ, "PYTHONPATH": f"{blocked}{os.pathsep}{ROOT}"}
+    done = subprocess.run(
+        [str(script), "generate", "春风得意马蹄疾", "--json", "--graph-cache", str(graphs)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == first.stdout and json.loads(done.stdout)["candidates"]
+    # the block is real: a fresh cache needs the export, which needs PyTorch
+    cold = subprocess.run(
+        [str(script), "generate", "春风得意马蹄疾", "--graph-cache", str(tmp_path / "cold")],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
+    assert cold.returncode != 0 and "PyTorch is blocked" in cold.stderr
