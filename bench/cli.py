@@ -4,7 +4,8 @@ five candidates, the shipped model), a whole process each time, as a person runs
 The first run exports the ONNX graphs into an empty graph cache (``--graph-cache``); the runs
 after it read them, as every run does after the first on a machine. Reported: that first run,
 the median, fastest and slowest of the others (5, or 2 with ``--quick``), and for scale the
-time a bare ``python -c "import torch"`` takes (the floor under any run). The load average at
+time a bare ``python -c "import torch"`` takes (which a run on cached graphs no longer pays:
+it imports no PyTorch). The load average at
 the start says how busy the machine was. Goal (issue 26): under 3 s on 2 cores.
 """
 
