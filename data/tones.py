@@ -267,6 +267,16 @@ def _phrase_reading(line: str, mode: str, table: frozenset[str]) -> tuple[Tone, 
     return tuple(tones)
 
 
+def warm() -> None:
+    """Load everything a line's tones may need now: the cached tables, and pypinyin with its
+    phrase reader (its import, phrase dictionary and segmenter: about 0.25-0.45 s). A server
+    and its decode workers call this at start-up, so the first line whose tones need a phrase
+    reading does not stall its request (and the requests queued behind it); the command line
+    does not, and pays it only for such a line."""
+    _tables()
+    _phrase_reading("银行行长一不", "modern", frozenset())
+
+
 def mark(tone: Tone) -> str:
     """Display mark: 平, 仄, 中 (either), or empty."""
     return {Tone.LEVEL: "平", Tone.OBLIQUE: "仄", Tone.EITHER: "中"}.get(tone, "")

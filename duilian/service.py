@@ -26,6 +26,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
+from data import tones
 from data.banners import BANNERS_FILE, BannerTable
 from data.rules import RuleReport
 from data.segment import boundaries
@@ -362,6 +363,7 @@ class LoadedModel:
         models = not (engine.runtime == "onnx" and engine.graph_cache is not None)
         model = cls(load_bundle(path, lazy=lazy, models=models), extra_filter, engine)
         if warm:
+            tones.warm()  # a line whose tones need pypinyin's phrases must not stall a request
             model.answer_batch([Query("春风得意", 1)], 0)
             if model.bundle.has_reverse:
                 model.answer_batch([Query("家和万事兴", 1, direction=REVERSE)], 0)

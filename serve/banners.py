@@ -13,8 +13,8 @@ import threading
 import time
 from pathlib import Path
 
+from data import tones
 from data.banners import BANNERS_FILE, BannerTable
-from data.tones import line_tones
 from duilian.inputs import Query
 from duilian.service import Answer, load_banner_table, with_banners
 from serve.couplets import Served
@@ -61,7 +61,7 @@ def warm(settings: Settings, model: Served) -> None:
     on a reload, before the model serves) rather than in its first requests: loaded there,
     a burst of first requests waited on them for most of a minute under load."""
     if banner_table(settings, model) is not None:
-        line_tones("春风")
+        tones.warm()
 
 
 def banners_added(settings: Settings, model: Served, query: Query, answer: Answer) -> Answer:

@@ -1,9 +1,10 @@
 """Imported once by the forkserver that forks the decode workers (serve/couplets.py), so that
 every worker, a replacement for a dead one included, starts with what does not depend on the
 model already in memory: torch (a worker needs it only to export graphs the cache lacks),
-the service's modules and the segmentation's tokenizer (the sensitive-word filter's word
-boundaries, data/segment.py: its dictionary is read by first character, the parts a worker
-reads with ``pread``, so the forked workers share no file offset). Not ONNX Runtime:
+the service's modules, pypinyin with its phrase reader (data/tones.py ``warm``), and the
+segmentation's tokenizer (the sensitive-word filter's word boundaries, data/segment.py: its
+dictionary is read by first character, the parts a worker reads with ``pread``, so the
+forked workers share no file offset). Not ONNX Runtime:
 importing it starts threads of its own, and the forkserver forks (numpy's OpenBLAS pool, the
 one other thread here, stops itself around a fork); each worker imports it after its fork, in
 a few hundredths of a second."""
@@ -14,6 +15,8 @@ import torch  # noqa: F401
 
 import duilian.service  # noqa: F401
 import model.decoding.onnx_engine  # noqa: F401
+from data import tones
 from data.segment import boundaries
 
 boundaries("春风得意")  # loads the dictionary
+tones.warm()
