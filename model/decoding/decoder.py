@@ -32,7 +32,7 @@ from data.segment import boundaries
 from data.text import is_punct, text_end
 from data.tones import Tone, line_tones, mark
 from data.vocab import EOS_ID, Vocab
-from model.decoding.arrays import log_softmax, topk
+from model.decoding.arrays import topk
 from model.decoding.blocked import BlockedWords, NoBlockedWords
 from model.decoding.long_lines import LONG_FROM, generate_long
 from model.decoding.onnx_engine import OnnxTagger, OnnxTransformer
@@ -360,7 +360,7 @@ class Decoder:
         if self.pairing is not None and options.pairing_weight:
             self.pairing.add_to(table, src, options.pairing_weight)
         if self.proposer is not None and options.ensemble_weight:  # the normal search's second opinion
-            lattice = log_softmax(self.proposer_engine.encode(src))
+            lattice = self.proposer_engine.encode(src)
             table[:, : plan.length] += options.ensemble_weight * lattice
         engine = self.engine
         memory = engine.encode(src)
@@ -417,8 +417,7 @@ class Decoder:
         When the shortlist leaves some request without a line, the batch is searched again
         over the whole vocabulary."""
         proposer = self.proposer_engine
-        logits = proposer.encode(src)  # (N, L, V)
-        lattice = log_softmax(logits)
+        lattice = proposer.encode(src)  # (N, L, V) log-probabilities
         length = lattice.shape[1]
         shortlist = self._shortlist(plans, table[:, :length] + lattice, options.shortlist)
         if options.fast:
@@ -433,7 +432,7 @@ class Decoder:
                     strategy,
                     score_end=options.score_end,
                     shortlist=lst,
-                    memory=logits,
+                    memory=lattice,
                 )
 
             found, listed = _with_fallback(shortlist, lattice_search)

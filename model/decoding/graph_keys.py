@@ -8,7 +8,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import importlib.metadata
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 OPSET = 18  # the torch.export-based exporter writes opset 18 and later
@@ -41,14 +41,19 @@ def traced_digest() -> str:
     return h.hexdigest()
 
 
-def files_key(role: str, paths: Sequence[Path]) -> str:
+def files_key(role: str, paths: Sequence[Path], sums: Mapping[str, str] | None = None) -> str:
     """The graph-cache key of a bundle's model ``role`` (``model``, ``proposer``, ``reverse``)
     read from ``paths`` (its weights and configuration, and any file it shares tensors with):
-    their bytes, the traced code, the versions."""
+    their contents, the traced code, the versions. A file named in ``sums`` (its sha256,
+    checked against the file already: the bundle's manifest) is not read again."""
     h = hashlib.blake2b(digest_size=16)
     h.update(f"{role};{traced_digest()};".encode())
     for path in paths:
-        h.update(f"{path.name}:".encode())
-        with open(path, "rb") as f:
-            h.update(hashlib.file_digest(f, "blake2b").digest())
+        known = (sums or {}).get(path.name)
+        if known is not None:
+            h.update(f"{path.name}:sha256:{known}".encode())
+        else:
+            h.update(f"{path.name}:".encode())
+            with open(path, "rb") as f:
+                h.update(hashlib.file_digest(f, "blake2b").digest())
     return h.hexdigest()

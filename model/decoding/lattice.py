@@ -29,17 +29,23 @@ class LatticeCache:
 
 class LatticeSteps:
     """The decoding protocol's steps over a tagger's lattice (``LOG_PROBS``: each step gives
-    log-probabilities). Its owner supplies ``encode`` (the logits (N, S, V) of one pass) and
-    ``cfg``."""
+    log-probabilities). Its owner supplies ``logits`` (the logits (N, S, V) of one pass) and
+    ``max_len``."""
 
     capabilities: ClassVar[frozenset[str]] = frozenset({LOG_PROBS})
     max_len: int
 
+    def logits(self, src: np.ndarray) -> np.ndarray:
+        raise NotImplementedError
+
+    def encode(self, src: np.ndarray) -> np.ndarray:
+        """The lattice: log-probabilities (N, S, V) of the lower character at every position,
+        normalised once, here (the search's steps and the decoder's second opinion read it)."""
+        return log_softmax(self.logits(src).astype(np.float32, copy=False))
+
     def new_cache(self, memory: np.ndarray, src: np.ndarray, steps: int = 0) -> LatticeCache:
-        """``memory``: the logits of ``encode``, normalised here once for every step."""
-        n = memory.shape[0]
-        logp = log_softmax(memory.astype(np.float32, copy=False))
-        return LatticeCache(logp, np.arange(n), (src != PAD_ID).sum(1))
+        """``memory``: the lattice of ``encode``."""
+        return LatticeCache(memory, np.arange(memory.shape[0]), (src != PAD_ID).sum(1))
 
     def step(self, cache: LatticeCache, prev: np.ndarray, pos: int) -> np.ndarray:
         """(B, V) log-probabilities at ``pos`` for each beam row (``prev`` does not matter: the

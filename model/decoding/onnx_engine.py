@@ -27,7 +27,7 @@ import hashlib
 import logging
 import tempfile
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar, cast
@@ -116,17 +116,26 @@ class _Graph:
         self.inputs = [i.name for i in session.get_inputs()]
 
     @classmethod
+    def from_cache(cls, cache: GraphCache, name: str, int8: bool, threads: int) -> _Graph | None:
+        """The graph ``name`` from ``cache`` on a session of its own; None when it is not
+        there, or is there but unreadable (a damaged file, said in a warning)."""
+        graph = cache.read(name, int8)
+        if graph is None:
+            return None
+        try:
+            return cls(_session(graph, threads))
+        except Exception:
+            logging.getLogger(__name__).warning("cached ONNX graph %s unreadable", cache.path(name, int8))
+            return None
+
+    @classmethod
     def build(
         cls, export: Callable[[], bytes], int8: bool, threads: int, cache: GraphCache | None, name: str
     ) -> _Graph:
         """The graph ``name`` from the cache, else exported (``export``), quantised with ``int8``
-        and cached."""
-        graph = cache.read(name, int8) if cache is not None else None
-        if cache is not None and graph is not None:
-            try:
-                return cls(_session(graph, threads))
-            except Exception:  # a damaged file: export it again, and replace it
-                logging.getLogger(__name__).warning("cached ONNX graph %s unreadable", cache.path(name, int8))
+        and cached (a damaged cached file is replaced)."""
+        if cache is not None and (cached := cls.from_cache(cache, name, int8, threads)) is not None:
+            return cached
         graph = export()
         if int8:
             graph = _quantised(graph)
@@ -138,22 +147,6 @@ class _Graph:
         """The graph's outputs for ``args``, its inputs in order."""
         feed = {name: np.ascontiguousarray(a) for name, a in zip(self.inputs, args, strict=True)}
         return cast(list[np.ndarray], self.session.run(None, feed))
-
-
-def _cached_graphs(
-    cache: GraphCache, names: Sequence[str], int8: bool, threads: int
-) -> dict[str, _Graph] | None:
-    """Every graph ``names`` from the cache, or None when one is missing or unreadable."""
-    graphs = {}
-    for name in names:
-        graph = cache.read(name, int8)
-        if graph is None:
-            return None
-        try:
-            graphs[name] = _Graph(_session(graph, threads))
-        except Exception:
-            return None
-    return graphs
 
 
 def _unpadded(src: np.ndarray) -> np.ndarray:
@@ -206,9 +199,11 @@ class _CachedEngine:
     ) -> E | None:
         """The engine from its cached graphs alone (no model, no PyTorch), or None when one of
         them is not in ``cache_dir`` under ``key``."""
-        graphs = _cached_graphs(GraphCache(cache_dir, key), cls.GRAPHS, int8, threads)
-        if graphs is None:
-            return None
+        cache, graphs = GraphCache(cache_dir, key), {}
+        for name in cls.GRAPHS:
+            if (graph := _Graph.from_cache(cache, name, int8, threads)) is None:
+                return None
+            graphs[name] = graph
         engine = cls.__new__(cls)
         engine._init(cfg, graphs)
         return engine
@@ -356,5 +351,5 @@ class OnnxTagger(LatticeSteps, _CachedEngine):
         self.max_len = cfg.max_len
         self._tag = graphs["tag"]
 
-    def encode(self, src: np.ndarray) -> np.ndarray:
+    def logits(self, src: np.ndarray) -> np.ndarray:
         return self._tag.arrays(_unpadded(src))[0]

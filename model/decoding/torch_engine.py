@@ -82,7 +82,7 @@ class TorchTagger(LatticeSteps):
         self.max_len = model.cfg.max_len
 
     @torch.inference_mode()
-    def encode(self, src: np.ndarray) -> np.ndarray:
+    def logits(self, src: np.ndarray) -> np.ndarray:
         return _array(self.m.encode(_ids(src)))
 
 

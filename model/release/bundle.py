@@ -158,6 +158,7 @@ class Bundle:
     has_proposer: bool = False
     has_reverse: bool = False
     dtype: Any = None  # the models' torch dtype (None: float32)
+    sums: dict[str, str] = field(default_factory=dict)  # the manifest's sums, checked at load
     _models: list[Any] = field(default_factory=list, repr=False)  # [model, proposer, reverse] once read
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
@@ -238,6 +239,12 @@ def verify_bundle(root: str | os.PathLike[str]) -> bool:
     """Check every file ``root/SHA256SUMS`` lists; ``BundleError`` naming the first file that
     differs or is missing, or a payload file that is there but not listed. False (and a logged
     warning) when the bundle has no manifest, True when it was checked."""
+    return verified_sums(root) is not None
+
+
+def verified_sums(root: str | os.PathLike[str]) -> dict[str, str] | None:
+    """``verify_bundle``, giving the sums it checked ({file name: sha256}), or None when the
+    bundle has no manifest."""
     root = Path(root)
     sums = read_manifest(root)
     if sums is None:
@@ -245,7 +252,7 @@ def verify_bundle(root: str | os.PathLike[str]) -> bool:
             "%s has no %s: its files are not verified (python -m model.release.bundle --write-manifest %s)",
             root, MANIFEST_FILE, root,
         )  # fmt: skip
-        return False
+        return None
     for name in PAYLOAD_FILES:
         if name not in sums and (root / name).exists():
             raise BundleError(f"{root / name}: not listed in {MANIFEST_FILE}, so it cannot be verified")
@@ -259,7 +266,7 @@ def verify_bundle(root: str | os.PathLike[str]) -> bool:
                 f"{path}: damaged or replaced: its sha256 is {got[:16]}..., "
                 f"{MANIFEST_FILE} says {want[:16]}..."
             )
-    return True
+    return sums
 
 
 def _save_npy(path: Path, arr: np.ndarray) -> None:
@@ -511,13 +518,15 @@ def graph_key(bundle: Bundle, role: str) -> str | None:
     """The key under which the ONNX graphs of the bundle's model ``role`` (``model``,
     ``proposer``, ``reverse``) are cached (``onnx_engine.files_key``): a digest of its files
     (and of those it shares tensors with), the traced code and the versions, with no PyTorch;
-    None for an old bundle (its models are keyed by their weights in memory)."""
+    None for an old bundle (its models are keyed by their weights in memory). A file's digest
+    is its sum in the manifest, checked when the bundle loaded, so no file is read twice."""
     if is_legacy(bundle.path):
         return None
     weights, config = _ROLE_FILES[role]
     paths = [bundle.path / weights, bundle.path / config]
     shared = sorted(shared_files(read_config(paths[1]), paths[1]))
-    return files_key(f"{role}:{bundle.dtype or 'float32'}", paths + [bundle.path / name for name in shared])
+    paths += [bundle.path / name for name in shared]
+    return files_key(f"{role}:{bundle.dtype or 'float32'}", paths, bundle.sums)
 
 
 def model_config(root: Path, role: str) -> ModelConfig:
@@ -596,7 +605,7 @@ def load_bundle(
     root = Path(path)
     if not has_model(root):
         raise FileNotFoundError(f"{missing_model(root)}; run `make train`")
-    verify_bundle(root)
+    sums = verified_sums(root) or {}
     legacy = is_legacy(root)
     read: list[Any] = []
     if legacy or models:  # (an old bundle's meta and vocabulary are inside its model.pt)
@@ -632,6 +641,7 @@ def load_bundle(
         has_proposer=(root / PROPOSER_WEIGHTS).is_file() or (root / PROPOSER_FILE).is_file(),
         has_reverse=not legacy and (root / REVERSE_WEIGHTS).is_file(),
         dtype=dtype,
+        sums=sums,
         _models=read,
     )
 

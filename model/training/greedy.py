@@ -12,6 +12,7 @@ import torch
 
 from data.vocab import Vocab
 from model.net.checkpoint import CoupletModel
+from model.net.tagger import CoupletTagger
 from model.net.transformer import EOS_ID, PAD_ID
 
 
@@ -33,12 +34,17 @@ def _greedy_batch(model: CoupletModel, vocab: Vocab, uppers: list[str], device: 
     for i, u in enumerate(uppers):
         src[i, : len(u)] = torch.tensor(vocab.encode(u), dtype=torch.long)
     src = src.to(device)  # (B, S)
+    if isinstance(model, CoupletTagger):  # one pass: the best character at each position
+        logits = model.encode(src).float()  # (B, S, V)
+        logits[..., : EOS_ID + 1] = -torch.inf  # never pad/unk/bos/eos inside the line
+        ids = logits.argmax(-1).tolist()
+        return [vocab.decode(row[:n]) for row, n in zip(ids, lengths, strict=True)]
     cache: Any = model.new_cache(model.encode(src), src)
     prev = torch.full((len(uppers),), vocab.bos_id, dtype=torch.long, device=device)
     picked = []
     for pos in range(max(lengths)):
         logits = model.step(cache, prev, pos).float()  # (B, V)
-        logits[:, : EOS_ID + 1] = -torch.inf  # never pad/unk/bos/eos inside the line
+        logits[:, : EOS_ID + 1] = -torch.inf
         prev = logits.argmax(-1)
         picked.append(prev)
     ids = torch.stack(picked, 1).tolist()  # (B, S)

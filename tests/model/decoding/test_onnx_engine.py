@@ -102,17 +102,19 @@ def test_engine_steps_match_the_models_cached_steps(vocab: Vocab, aligned: bool)
         flat, flat_t = states.reshape(-1, states.shape[-1]), want_t.reshape(-1, want_t.shape[-1])
         assert np.allclose(engine.head(flat), of(s2s.logits(flat_t)), atol=1e-4)
         onnx_tagger = OnnxTagger(tagger, cache_dir=graph_cache_dir())
-        lattice, lattice_t = onnx_tagger.encode(src), tagger.encode(src_t)
-        assert np.allclose(lattice, of(lattice_t), atol=1e-4)
-        # the tagger's steps (past the line's end too) read the lattice as the tagger's own do
-        ours_l, theirs_l = onnx_tagger.new_cache(lattice, src), tagger.new_cache(lattice_t, src_t)
+        assert np.allclose(onnx_tagger.logits(src), of(tagger.encode(src_t)), atol=1e-4)
+        # the lattice steps (past the line's end too) read the same on both engines' passes
+        theirs = wrap(tagger)
+        lattice, lattice_t = onnx_tagger.encode(src), theirs.encode(src)
+        assert np.allclose(lattice, lattice_t, atol=1e-4)
+        ours_l, theirs_l = onnx_tagger.new_cache(lattice, src), theirs.new_cache(lattice_t, src)
         prev = np.full((2,), BOS_ID, dtype=np.int64)
         for pos, index in enumerate(indices):
             a = onnx_tagger.step(ours_l, prev, pos)
-            assert np.allclose(a, of(tagger.step(theirs_l, torch.from_numpy(prev), pos)), atol=1e-4), pos
+            assert np.allclose(a, theirs.step(theirs_l, prev, pos), atol=1e-4), pos
             parent = np.array(index, dtype=np.int64)
             ours_l = onnx_tagger.reorder_cache(ours_l, parent)
-            theirs_l = tagger.reorder_cache(theirs_l, torch.from_numpy(parent))
+            theirs_l = theirs.reorder_cache(theirs_l, parent)
             prev = tokens(vocab.encode("江山如"))
 
 

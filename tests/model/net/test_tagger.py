@@ -72,16 +72,35 @@ def test_tagger_shapes_and_targets() -> None:
 def test_tagger_lattice_step_ignores_the_prefix_and_ends_lines() -> None:
     tagger = build_model(ModelConfig(vocab_size=60, kind="tagger", **SMALL)).eval()
     assert isinstance(tagger, CoupletTagger)
-    src = torch.tensor([[10, 11, 12], [13, PAD_ID, PAD_ID]])
-    cache = tagger.new_cache(tagger.encode(src), src)
-    a = tagger.step(cache, torch.tensor([BOS_ID, BOS_ID]), 1)
-    b = tagger.step(cache, torch.tensor([40, 41]), 1)
-    assert torch.equal(a, b)
-    assert torch.allclose(a.exp().sum(-1), torch.ones(2))  # normalised once, in the cache
+    steps = wrap(tagger)  # the lattice steps (model/decoding/lattice.py) on the tagger's one pass
+    src = np.array([[10, 11, 12], [13, PAD_ID, PAD_ID]])
+    lattice = steps.encode(src)
+    with torch.inference_mode():  # the lattice is the tagger's logits, normalised once
+        want = F.log_softmax(tagger.encode(torch.from_numpy(src)), -1).numpy()
+    assert np.allclose(lattice, want, atol=1e-5)
+    cache = steps.new_cache(lattice, src)
+    a = steps.step(cache, np.array([BOS_ID, BOS_ID]), 1)
+    b = steps.step(cache, np.array([40, 41]), 1)
+    assert np.array_equal(a, b)
+    assert np.allclose(np.exp(a[0]).sum(), 1.0, atol=1e-5)
     assert int(a[1].argmax()) == EOS_ID  # the second line has one character
-    moved = tagger.reorder_cache(cache, torch.tensor([1, 1, 0]))
-    at0, moved0 = tagger.step(cache, src[:, 0], 0), tagger.step(moved, torch.zeros(3, dtype=torch.long), 0)
-    assert torch.equal(moved0[2], at0[0]) and torch.equal(moved0[0], at0[1])
+    moved = steps.reorder_cache(cache, np.array([1, 1, 0]))
+    at0, moved0 = steps.step(cache, src[:, 0], 0), steps.step(moved, np.zeros(3, dtype=np.int64), 0)
+    assert np.array_equal(moved0[2], at0[0]) and np.array_equal(moved0[0], at0[1])
+
+
+def test_greedy_on_a_tagger_takes_the_best_character_at_each_position(dvocab: Vocab) -> None:
+    vocab = dvocab
+    _, tagger = random_models(vocab)
+    tagger.eval()
+    uppers = ["海纳百川", "春风"]
+    got = greedy(tagger, vocab, uppers)
+    for upper, line in zip(uppers, got, strict=True):
+        with torch.no_grad():
+            logits = tagger.encode(torch.tensor([vocab.encode(upper)]))[0]
+        logits[:, : EOS_ID + 1] = -torch.inf
+        assert line == vocab.decode(logits.argmax(-1).tolist())
+        assert len(line) == len(upper)
 
 
 def test_rescore_equals_teacher_forced_log_probabilities(dvocab: Vocab) -> None:
