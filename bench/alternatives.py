@@ -18,12 +18,10 @@ import os
 import statistics
 import time
 
-import torch
-
 from bench.decode import upper_lines
 from data.paths import default_model_dir, graph_cache_dir
 from data.text import is_punct
-from duilian.service import Engine, LoadedModel
+from duilian.service import Engine, LoadedModel, set_decode_threads
 from model.decoding.options import ALTERNATIVE_POOL, SERVE_INT8, SERVE_RUNTIME, DecodeOptions
 from model.decoding.plan import ConstraintError
 from model.release.bundle import has_model
@@ -35,7 +33,7 @@ WIDE = 1024
 def run(args: argparse.Namespace) -> dict[str, object]:
     if not has_model(default_model_dir()):
         return {"skipped": "no bundle in models/default"}
-    torch.set_num_threads(1)
+    set_decode_threads(1)
     quick = getattr(args, "quick", False)
     lines, source = upper_lines()
     lines = [u for u in lines if 5 <= len(u) <= 16][: 10 if quick else 40]

@@ -33,6 +33,7 @@ import torch
 
 from data.paths import ROOT, corpus_dir, data_dir, default_model_dir, graph_cache_dir
 from data.vocab import Vocab
+from duilian.service import set_decode_threads
 from model.decoding.decoder import Decoder
 from model.decoding.options import DIVERSE_PENALTY, SERVE_INT8, SERVE_RUNTIME, DecodeOptions
 from model.decoding.plan import ConstraintError
@@ -158,7 +159,7 @@ def run(args: argparse.Namespace) -> dict[str, object]:
     figures["served_runtime"] = SERVE_RUNTIME
     figures["proposer"] = proposer_kind
     figures["params_m"] = round(sum(p.numel() for p in decoder.model.parameters()) / 1e6, 2)
-    torch.set_num_threads(1)  # one thread per request: the service runs decodes side by side
+    blas = set_decode_threads(1)  # one thread per request: the service runs decodes side by side
     try:
         for name, (dec, options) in variants.items():
             wall, cpu = latencies(dec, uppers[:n], options)
@@ -184,6 +185,7 @@ def run(args: argparse.Namespace) -> dict[str, object]:
             figures[f"{name}batch_lines_per_s"] = round(len(batch) / (time.perf_counter() - start), 1)
     finally:
         torch.set_num_threads(threads)
+        blas.restore_original_limits()
     figures["batch_lines"] = len(batch)
     figures["load_average_1min"] = round(os.getloadavg()[0], 2)  # the machine is shared: read figures with it
     return figures

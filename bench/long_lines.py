@@ -13,12 +13,10 @@ import argparse
 import statistics
 import time
 
-import torch
-
 from bench.decode import upper_lines
 from data.paths import default_model_dir, graph_cache_dir
 from duilian.inputs import Query
-from duilian.service import Engine, LoadedModel
+from duilian.service import Engine, LoadedModel, set_decode_threads
 from model.decoding.options import SERVE_INT8, SERVE_RUNTIME
 from model.release.bundle import has_model
 
@@ -47,7 +45,7 @@ def long_lines(uppers: list[str], target: int, count: int) -> list[str]:
 def run(args: argparse.Namespace) -> dict[str, object]:
     if not has_model(default_model_dir()):
         return {"skipped": "no bundle in models/default"}
-    torch.set_num_threads(1)
+    set_decode_threads(1)
     count = 5 if getattr(args, "quick", False) else 20
     uppers, source = upper_lines()
     model = LoadedModel.load(default_model_dir(), engine=Engine(SERVE_INT8, SERVE_RUNTIME, graph_cache_dir()))

@@ -34,7 +34,7 @@ from typing import Any, cast
 
 import httpx
 
-from crawler.localredis import free_port, stop_process
+from crawler.localredis import cpu_seconds, free_port, spawned_children, stop_process
 from data.paths import ROOT, corpus_dir, data_dir, default_model_dir
 
 FALLBACK_LINES = [
@@ -256,11 +256,14 @@ async def fixed_rate(
     seconds: float,
     reload_model: Path | None = None,
     extra: dict[str, object] | None = None,
+    server_pid: int | None = None,
 ) -> dict[str, float]:
     """Open-loop load at ``rate`` for ``seconds`` (``schedule``); with ``reload_model``, that
     bundle reloaded three times meanwhile. ``extra``: more fields of every request (e.g.
-    ``{"fast": True}``)."""
+    ``{"fast": True}``). With ``server_pid`` (and no reload), the CPU the server and its decode
+    workers used per answered request, and the load generator's own (``ServerCpu``)."""
     reloads = 0
+    cpu = ServerCpu(server_pid) if server_pid is not None and reload_model is None else None
 
     async def reloader(start: float) -> None:
         nonlocal reloads
@@ -285,7 +288,30 @@ async def fixed_rate(
     }
     if reload_model is not None:
         figures["reloads"] = float(reloads)
+    if cpu is not None:
+        figures.update(cpu.per_request(len(replies) - errors))
     return figures
+
+
+class ServerCpu:
+    """CPU seconds used from its start by the server process and its decode workers (from
+    /proc), and by this process (the load generator, which shares the cores): per answered
+    request, a figure that holds across the machine's fast and slow phases better than a rate
+    does (two cores give at most 2,000 ms of CPU a second)."""
+
+    def __init__(self, server_pid: int) -> None:
+        self.pids = [server_pid, *spawned_children(server_pid)]
+        self.server = sum(cpu_seconds(p) for p in self.pids)
+        self.client = time.process_time()
+
+    def per_request(self, answered: int) -> dict[str, float]:
+        server = sum(cpu_seconds(p) for p in self.pids) - self.server
+        client = time.process_time() - self.client
+        n = max(answered, 1)
+        return {
+            "server_cpu_ms_per_request": 1000 * server / n,
+            "client_cpu_ms_per_request": 1000 * client / n,
+        }
 
 
 def _ms(text: str) -> float:
@@ -359,13 +385,14 @@ def ladder(
     results: dict[str, object],
     prefix: str,
     extra: dict[str, object] | None = None,
+    server_pid: int | None = None,
 ) -> float:
     """Fixed rates from the highest down until one is met; its figures go into ``results``."""
     sustained = 0.0
     for i, rate in enumerate(rates):
         wait_idle(url)
         part = lines[(i * 500) % len(lines) :] + lines  # fresh lines for each phase
-        figures = asyncio.run(fixed_rate(port, part, rate, seconds, extra=extra))
+        figures = asyncio.run(fixed_rate(port, part, rate, seconds, extra=extra, server_pid=server_pid))
         results.update({f"{prefix}at{rate:g}_{k}": v for k, v in figures.items() if k != "requests"})
         if met(figures):
             sustained = rate
@@ -437,9 +464,10 @@ def run(args: Any) -> dict[str, object]:
     with served("bench-serve-") as server:
         url, port, lines, model = server.url, server.port, server.lines, server.model
         results: dict[str, object] = dict(server.setting)
-        sustained = ladder(url, port, lines, rates, seconds, results, "")
+        pid = server.proc.pid
+        sustained = ladder(url, port, lines, rates, seconds, results, "", server_pid=pid)
         if server.info.get("fast_mode"):  # the same ladder for requests in the fast mode
-            ladder(url, port, lines[::-1], rates, seconds, results, "fast_", {"fast": True})
+            ladder(url, port, lines[::-1], rates, seconds, results, "fast_", {"fast": True}, pid)
         wait_idle(url)
         reload_rate = sustained or rates[-1]
         figures = asyncio.run(fixed_rate(port, lines[::-1], reload_rate, max(seconds, 8.0), model))

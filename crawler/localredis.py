@@ -3,6 +3,7 @@ a server's spawned worker processes (read from /proc, Linux), a throwaway redis-
 
 from __future__ import annotations
 
+import os
 import shutil
 import signal
 import socket
@@ -46,6 +47,12 @@ def started(pid: int) -> int:
     """When the process started, in clock ticks since boot (0 if it is gone): later is larger."""
     fields = _stat(pid)
     return int(fields[19]) if fields is not None else 0
+
+
+def cpu_seconds(pid: int) -> float:
+    """CPU time the process has used so far, user and system, in seconds (0 if it is gone)."""
+    fields = _stat(pid)
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK") if fields is not None else 0.0
 
 
 def spawned_children(pid: int) -> list[int]:

@@ -232,7 +232,7 @@ def query(args: argparse.Namespace, upper: str) -> Query:
 def load(args: argparse.Namespace) -> LoadedModel:
     """The bundle with the site's default engine (the server's settings' defaults). On ONNX
     Runtime with its graphs cached (after the first run) PyTorch is not imported at all."""
-    from duilian.service import Engine, LoadedModel
+    from duilian.service import Engine, LoadedModel, set_decode_threads
     from model.decoding.options import SERVE_INT8, SERVE_RUNTIME
     from model.release.bundle import MODEL_FILE, WEIGHTS_FILE, has_model, missing_model
 
@@ -249,9 +249,7 @@ def load(args: argparse.Namespace) -> LoadedModel:
         )
     except (OSError, ValueError, KeyError, RuntimeError) as exc:
         raise Problem("模型无法读取", f"the model bundle at {folder} cannot be read: {exc}") from exc
-    torch = sys.modules.get("torch")  # (imported when the graphs had to be exported)
-    if torch is not None:
-        torch.set_num_threads(1)  # as the site's decode workers: one thread a decode
+    set_decode_threads(1)  # as the site's decode workers: one thread a decode
     return model
 
 

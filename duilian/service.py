@@ -20,6 +20,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import logging
+import sys
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -290,6 +291,22 @@ def blocked_words(bundle: Bundle, extra: SensitiveFilter | None) -> BlockedWords
     if not tables:
         return None
     return tables[0] if len(tables) == 1 else tables[0].merged(tables[1])
+
+
+def set_decode_threads(threads: int) -> Any:
+    """Decoding's thread count in this process: the BLAS libraries' (numpy's OpenBLAS, which
+    multiplies the fast mode's rescoring and the shortlist's rows; with a second thread it spun
+    beside the first, doubling the fast mode's CPU for no shorter wait, and under load the
+    decode workers' spinning threads took each other's cores), and PyTorch's when it is
+    imported. ONNX Runtime's sessions take theirs when made (``Engine``'s graphs). The
+    threadpoolctl limiter, whose ``restore_original_limits()`` undoes the BLAS part."""
+    from threadpoolctl import threadpool_limits
+
+    limiter = threadpool_limits(limits=threads, user_api="blas")
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        torch.set_num_threads(threads)
+    return limiter
 
 
 def build_decoder(

@@ -23,8 +23,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
-import torch
-
+from duilian.service import set_decode_threads
 from serve.logs import REQUEST_ID
 
 log = logging.getLogger(__name__)
@@ -130,7 +129,7 @@ class DecodeBatcher:
     def _work(self) -> None:
         # Per thread: OpenMP's thread count is not inherited by threads Python starts, and
         # workers each using every core fight over them (several times slower on 2 cores).
-        torch.set_num_threads(self.threads)
+        set_decode_threads(self.threads)
         while (batch := self._take()) is not None:
             # this thread's log lines (and the worker's) name the requests of the batch
             token = REQUEST_ID.set(",".join(dict.fromkeys(j.request_id for j in batch)))

@@ -24,8 +24,6 @@ from multiprocessing.connection import Connection, wait
 from pathlib import Path
 from typing import Any
 
-import torch
-
 from data.sensitive import SensitiveFilter
 from duilian import service
 from duilian.inputs import AlternativesQuery, Query
@@ -36,6 +34,7 @@ from duilian.service import (
     Answer,
     Engine,
     LoadedModel,
+    set_decode_threads,
     word_filter,
 )
 from model.release.bundle import load_bundle
@@ -107,7 +106,7 @@ def _start_worker(
     if logs is not None:  # the server's log format, in this process too
         configure_logging(logs)
     threading.Thread(target=_exit_with_parent, name="parent-watch", daemon=True).start()
-    torch.set_num_threads(threads)
+    set_decode_threads(threads)
     # lazy: a worker decodes and never looks up the known lower lines (the server process does),
     # so it does not decompress them (about a second of each start and restart, and their memory)
     _WORKER_MODEL = LoadedModel.load(path, extra, engine, lazy=True)

@@ -3,6 +3,10 @@ training-set flag, the answer in the API's JSON form; on tiny real bundles, no w
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -91,9 +95,6 @@ def test_a_warmed_model_has_read_pypinyins_phrases_before_its_first_request(
     then, so the first line whose tones need them does not stall behind their import (0.25-0.45 s,
     seen as a p99 of 0.9 s in the first seconds of a load test); the command line loads without
     it and reads them only for such a line."""
-    import subprocess
-    import sys
-
     done = subprocess.run(
         [sys.executable, "-c", WARM_PROBE, str(bundle_a), how],
         capture_output=True,
@@ -102,3 +103,27 @@ def test_a_warmed_model_has_read_pypinyins_phrases_before_its_first_request(
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.split()[: len(expected.split())] == expected.split()
+
+
+BLAS_PROBE = """
+import json, numpy, threadpoolctl
+from duilian.service import set_decode_threads
+def blas():
+    return [i["num_threads"] for i in threadpoolctl.threadpool_info() if i["user_api"] == "blas"]
+before = blas()
+set_decode_threads(1)
+print(json.dumps({"before": before, "after": blas()}))
+"""
+
+
+def test_decoding_runs_one_blas_thread() -> None:
+    """numpy's OpenBLAS starts with a thread per core; a decode (the command line's, a
+    worker's) runs one, as the serving's thread count says: a second spun beside the first in
+    the fast mode's products, doubling its CPU for no shorter wait."""
+    env = {k: v for k, v in os.environ.items() if not k.endswith("_NUM_THREADS")}
+    done = subprocess.run(
+        [sys.executable, "-c", BLAS_PROBE], capture_output=True, text=True, env=env, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    threads = json.loads(done.stdout)
+    assert threads["after"] and all(n == 1 for n in threads["after"]), threads
