@@ -294,23 +294,27 @@ async def fixed_rate(
 
 
 class ServerCpu:
-    """CPU seconds used from its start by the server process and its decode workers (from
+    """CPU seconds used from its start by the server process and by its decode workers (from
     /proc), and by this process (the load generator, which shares the cores): per answered
     request, a figure that holds across the machine's fast and slow phases better than a rate
     does (two cores give at most 2,000 ms of CPU a second)."""
 
     def __init__(self, server_pid: int) -> None:
-        self.pids = [server_pid, *spawned_children(server_pid)]
-        self.server = sum(cpu_seconds(p) for p in self.pids)
-        self.client = time.process_time()
+        self.server_pid, self.workers = server_pid, spawned_children(server_pid)
+        self.start = self._used()
+
+    def _used(self) -> tuple[float, float, float]:
+        workers = sum(cpu_seconds(p) for p in self.workers)
+        return cpu_seconds(self.server_pid), workers, time.process_time()
 
     def per_request(self, answered: int) -> dict[str, float]:
-        server = sum(cpu_seconds(p) for p in self.pids) - self.server
-        client = time.process_time() - self.client
-        n = max(answered, 1)
+        now, n = self._used(), max(answered, 1)
+        server, workers, client = (1000 * (b - a) / n for a, b in zip(self.start, now, strict=True))
         return {
-            "server_cpu_ms_per_request": 1000 * server / n,
-            "client_cpu_ms_per_request": 1000 * client / n,
+            "server_cpu_ms_per_request": server + workers,
+            "server_process_cpu_ms_per_request": server,
+            "workers_cpu_ms_per_request": workers,
+            "client_cpu_ms_per_request": client,
         }
 
 
