@@ -571,6 +571,34 @@ def check_models(root: str | os.PathLike[str]) -> None:
         read_weights(root / REVERSE_WEIGHTS)
 
 
+ROLES = ("model", "proposer", "reverse")
+
+
+def export_checkpoint(root: str | os.PathLike[str], role: str, out: str | os.PathLike[str]) -> Path:
+    """The bundle's model ``role`` (``model``, ``proposer`` or ``reverse``) as a training
+    checkpoint at ``out``: its weights in fp32 (the bundle's fp16 values), its vocabulary, and
+    the step and best validation loss the bundle records. A run starts from it with
+    ``--init-from`` (training the shipped model further), learns from it with ``--teacher``,
+    or bundles it with ``--proposer``. The bundle is checked against its manifest first;
+    ``BundleError`` when it has no model in that role."""
+    import torch
+
+    from model.net.checkpoint import save
+
+    if role not in ROLES:
+        raise ValueError(f"unknown role {role!r} (choose from {', '.join(ROLES)})")
+    root = Path(root)
+    verify_bundle(root)
+    model, vocab, _, proposer = load_models(root, torch.float32)
+    chosen = {"model": model, "proposer": proposer}.get(role)
+    if role == "reverse" and not is_legacy(root):
+        chosen = load_reverse(root, vocab, torch.float32, model)
+    if chosen is None:
+        raise BundleError(f"{root} has no {role} model")
+    meta = model_meta(root, proposer=role == "proposer", reverse=role == "reverse")
+    return save(out, chosen, vocab, step=int(meta.get("step") or 0), best_valid=meta.get("best_valid"))
+
+
 def model_meta(root: str | os.PathLike[str], proposer: bool = False, reverse: bool = False) -> dict[str, Any]:
     """The meta of the bundle's model (or its proposer, or its reverse model) without its
     weights: ``model_config``, the training record (``step``, ``best_valid``, ``preset`` ...)
@@ -794,11 +822,27 @@ def main(argv: list[str] | None = None) -> int:
         help="rewrite DIR's known_lowers.txt.xz as known_lowers.blocks (a lookup then decompresses one "
         "block, not the whole file), checked record by record, and rewrite SHA256SUMS",
     )
+    action.add_argument(
+        "--export-checkpoint",
+        type=Path,
+        metavar="DIR",
+        help="write DIR's model of --role as a training checkpoint to --out, to train it further "
+        "(python -m model.train --init-from OUT) or learn from it (--teacher OUT)",
+    )
     p.add_argument(
         "--checkpoint", type=Path, help="with --add-reverse: the reverse run's checkpoint (best.pt)"
     )
+    p.add_argument("--role", choices=ROLES, default="model", help="with --export-checkpoint: which model")
+    p.add_argument("--out", type=Path, help="with --export-checkpoint: the checkpoint file to write")
     args = p.parse_args(argv)
-    root = args.write_manifest or args.check or args.convert or args.add_reverse or args.convert_known
+    root = (
+        args.write_manifest
+        or args.check
+        or args.convert
+        or args.add_reverse
+        or args.convert_known
+        or args.export_checkpoint
+    )
     if not has_model(root):
         print(f"error: {missing_model(root)}", file=sys.stderr)
         return 2
@@ -813,6 +857,17 @@ def main(argv: list[str] | None = None) -> int:
             return 1
         size = sum(f.stat().st_size for f in root.iterdir() if f.is_file()) / 1e6
         print(f"wrote {weights} ({weights.stat().st_size / 1e6:.2f} MB); the bundle is {size:.2f} MB")
+        return 0
+    if args.export_checkpoint:
+        if args.out is None:
+            print("error: --export-checkpoint needs --out (the checkpoint file to write)", file=sys.stderr)
+            return 2
+        try:
+            written = export_checkpoint(root, args.role, args.out)
+        except (BundleError, OSError, ValueError) as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 1
+        print(f"wrote {written}: the {args.role} of {root} as a training checkpoint")
         return 0
     if args.convert_known:
         old = (root / OLD_KNOWN_FILE).stat().st_size if (root / OLD_KNOWN_FILE).is_file() else 0

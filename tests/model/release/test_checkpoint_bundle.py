@@ -24,6 +24,7 @@ from model.decoding.blocked import BlockedWords
 from model.net.checkpoint import (
     CHECKSUM_KEY,
     CorruptCheckpoint,
+    build_model,
     load_checkpoint,
     load_model,
     make_checkpoint,
@@ -566,3 +567,36 @@ def test_a_reverse_model_is_added_to_a_bundle_in_place(
     assert "differs from the model's" in capsys.readouterr().err
     assert {p.name: p.read_bytes() for p in out.iterdir()} == before
     assert bundle_main(["--add-reverse", str(out)]) == 2
+
+
+def test_a_bundles_models_export_as_training_checkpoints(
+    tmp_path, vocab: Vocab, pairs, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--export-checkpoint``: each of a bundle's models (the shipped one, to train further)
+    comes back as a checkpoint that loads with the bundle's weights and vocabulary and starts a
+    run with ``--init-from`` (every tensor copied); a role the bundle lacks is refused."""
+    from model.release.bundle import main as bundle_main
+    from model.training.run import warm_start
+
+    out = export_small(tmp_path / "b", vocab, pairs, step=41, best_valid=3.25)
+    bundle = load_bundle(out)
+    for role, want in (("model", bundle.model), ("proposer", bundle.proposer), ("reverse", bundle.reverse)):
+        path = tmp_path / f"{role}.pt"
+        assert bundle_main(["--export-checkpoint", str(out), "--role", role, "--out", str(path)]) == 0
+        assert str(path) in capsys.readouterr().out
+        got, got_vocab, _ = load_model(path)
+        assert got_vocab.pieces == vocab.pieces and got.cfg == want.cfg
+        theirs = want.state_dict()
+        assert all(torch.equal(v, theirs[k]) for k, v in got.state_dict().items())
+        fresh = build_model(want.cfg)
+        copied, new = warm_start(fresh, path, vocab)
+        assert new == [] and copied == len(fresh.state_dict())
+    assert load_model(tmp_path / "model.pt")[2]["step"] == 41
+    bare = export_bundle(tmp_path / "bare", make_model(vocab), vocab, train_pairs=pairs)
+    assert (
+        bundle_main(["--export-checkpoint", str(bare), "--role", "proposer", "--out", str(tmp_path / "x.pt")])
+        == 1
+    )
+    assert "has no proposer model" in capsys.readouterr().err
+    assert not (tmp_path / "x.pt").exists()
+    assert bundle_main(["--export-checkpoint", str(bare)]) == 2
