@@ -15,7 +15,8 @@ module and the search need no PyTorch, so the command line and the decode worker
 without importing it.
 
 Decoding never pads a source line (lines of one length are decoded together), so the
-graphs take no source mask: ``new_cache`` refuses a source with padding.
+graphs take no source mask: every way in (``encode``, ``new_cache``, the tagger's ``logits``)
+refuses a source with padding.
 
 Shapes: N requests, B beam rows, S source length, P decoded positions, L decoder layers,
 H heads, dh head width, d model width, V vocabulary.
@@ -198,7 +199,7 @@ class _CachedEngine:
         cls: type[E], cfg: ModelConfig, key: str, cache_dir: Path, int8: bool = False, threads: int = 1
     ) -> E | None:
         """The engine from its cached graphs alone (no model, no PyTorch), or None when one of
-        them is not in ``cache_dir`` under ``key``."""
+        them is not in ``cache_dir`` under ``key`` or cannot be read (``_Graph.from_cache``)."""
         cache, graphs = GraphCache(cache_dir, key), {}
         for name in cls.GRAPHS:
             if (graph := _Graph.from_cache(cache, name, int8, threads)) is None:

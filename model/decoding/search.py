@@ -37,7 +37,7 @@ Tensor = np.ndarray  # (the search's arrays)
 
 class StepModel(Protocol):
     """What the search needs of every model: the encoder-decoder's KV-cached steps, or the
-    tagger's lattice (model/net/tagger.py); ``capabilities`` declares what else it offers."""
+    tagger's lattice (model/decoding/lattice.py); ``capabilities`` declares what else it offers."""
 
     capabilities: ClassVar[frozenset[str]]
 

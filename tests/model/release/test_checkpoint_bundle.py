@@ -600,3 +600,24 @@ def test_a_bundles_models_export_as_training_checkpoints(
     assert "has no proposer model" in capsys.readouterr().err
     assert not (tmp_path / "x.pt").exists()
     assert bundle_main(["--export-checkpoint", str(bare)]) == 2
+
+
+def test_a_bundles_graph_key_follows_its_files_through_the_manifest(tmp_path, vocab: Vocab, pairs) -> None:
+    """``graph_key`` takes each file's digest from the manifest ``load_bundle`` has just checked
+    (no second read of the weights): two bundles with other weights get other keys, the same
+    files the same key wherever they lie, and a bundle without a manifest is keyed by reading
+    its files (a key of its own, stable)."""
+    from model.release.bundle import graph_key
+
+    a = export_bundle(tmp_path / "a", make_model(vocab), vocab, train_pairs=pairs)
+    other = CoupletTransformer(make_model(vocab).cfg)  # fresh random weights, same shape
+    b = export_bundle(tmp_path / "b", other, vocab, train_pairs=pairs)
+    copy = Path(shutil.copytree(a, tmp_path / "copy"))
+    key_a = graph_key(load_bundle(a), "model")
+    assert key_a is not None and load_bundle(a).sums[WEIGHTS_FILE] == file_sha256(a / WEIGHTS_FILE)
+    assert graph_key(load_bundle(b), "model") != key_a
+    assert graph_key(load_bundle(copy), "model") == key_a
+    (copy / MANIFEST_FILE).unlink()
+    unlisted = load_bundle(copy)
+    assert unlisted.sums == {} and graph_key(unlisted, "model") == graph_key(load_bundle(copy), "model")
+    assert graph_key(unlisted, "model") != key_a
