@@ -37,6 +37,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     p.add_argument("--valid-size", type=int, help="validation pairs, carved by upper line (default 5000)")
     p.add_argument(
+        "--valid-from",
+        help="comma-separated sources the validation split is drawn from (default wb14123_train)",
+    )
+    p.add_argument(
         "--classical-valid-size",
         type=int,
         help="classical validation pairs (valid_classical.tsv), carved by upper line (default 1000)",
@@ -47,6 +51,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         default=[],
         metavar="NAME=K",
         help="write the training pairs of source NAME K times into train.tsv (weights a register up)",
+    )
+    p.add_argument(
+        "--register",
+        action="append",
+        default=[],
+        metavar="NAME=REGISTER",
+        help="the register of source NAME's training pairs (general, classical or formal), written as "
+        "train.tsv's third column for a model with a register embedding",
     )
     p.add_argument(
         "--vocab-from",
@@ -105,6 +117,20 @@ def make_config(args: argparse.Namespace) -> DataConfig:
     if unknown:
         raise ValueError(f"unknown source(s): {', '.join(unknown)} (known: {', '.join(sorted(known))})")
     config.repeat = dict(parse_repeat(spec, known) for spec in args.repeat)
+    for spec in args.register:
+        name, _, register = spec.partition("=")
+        if name not in known:
+            raise ValueError(
+                f"--register {spec!r}: unknown source {name!r} (known: {', '.join(sorted(known))})"
+            )
+        config.registers[name] = register
+    if args.valid_from:
+        valid_from = tuple(n for n in args.valid_from.split(",") if n)
+        if not set(valid_from) <= known:
+            raise ValueError(
+                f"--valid-from {args.valid_from!r}: unknown source (known: {', '.join(sorted(known))})"
+            )
+        config.valid_sources = valid_from
     if config.vocab_from is not None and not config.vocab_from.is_file():
         raise ValueError(f"--vocab-from {config.vocab_from}: no such file")
     if args.no_near_dup:

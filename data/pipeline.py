@@ -19,7 +19,7 @@ import time
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from operator import itemgetter
 from pathlib import Path
 from typing import cast
@@ -32,15 +32,19 @@ from data.config import DataConfig
 from data.dedup import Deduper
 from data.files import atomic_file
 from data.filters import PairFilter
+from data.formal import FormalSplit, carve_formal, read_pairs
 from data.normalize import STEPS, VARIANTS, Normalizer
 from data.sensitive import SensitiveFilter, read_words
 from data.sources import Pair, Source, read_source, read_wb14123, source_present
+from data.text import REGISTERS
 from data.vocab import Vocab
 
 OUTPUTS = (
     "train.tsv",
     "valid.tsv",
     "valid_classical.tsv",
+    "valid_formal.tsv",
+    "test_formal.tsv",
     "test.tsv",
     "test_leakfree.tsv",
     "test_leak.txt",
@@ -89,6 +93,7 @@ def stamp(config: DataConfig) -> str:
     inputs = [p for s in config.sources for p in resolve(config, s)[1]]
     # A release folder's files (its path is a folder, whose mtime misses an edited file).
     inputs = [f for p in inputs for f in (sorted(p.rglob("*.txt")) if p.is_dir() else [p])]
+    inputs += [config.corpus_dir / name for name in (config.formal_file, *config.formal_others)]
     inputs += [config.corpus_dir / config.badwords, config.allow_list, VARIANTS]
     inputs += [config.vocab_from] if config.vocab_from is not None else []
     inputs += sorted(Path(__file__).parent.glob("*.py"))
@@ -240,6 +245,7 @@ class Kept:
     candidates: set[str]
     classical_candidates: set[str]
     repeat: dict[Pair, int]
+    register: dict[Pair, int] = field(default_factory=dict)  # index in REGISTERS, when not general
 
 
 def filter_sources(
@@ -257,6 +263,11 @@ def filter_sources(
         if config.repeat.get(name, 1) > 1:
             times = config.repeat[name]
             kept.repeat.update((pair, max(times, kept.repeat.get(pair, 1))) for pair in kept.pairs[before:])
+        if config.registers.get(name, "general") != "general":
+            level = REGISTERS.index(config.registers[name])
+            kept.register.update(
+                (pair, max(level, kept.register.get(pair, 0))) for pair in kept.pairs[before:]
+            )
     return kept
 
 
@@ -380,6 +391,13 @@ def _run(config: DataConfig) -> dict:
     # run that fails half-way leaves them stale, never mixed outputs passing for fresh ones.
     (config.out_dir / "report.json").unlink(missing_ok=True)
     sources, test = _read_and_normalise(config, report, timer)
+    with timer("formal"):
+        formal = formal_split(config, report)
+        before = sum(len(pairs) for _, pairs in sources)
+        sources = [(name, formal.drop_held(pairs)) for name, pairs in sources]
+        report["formal"]["training_pairs_dropped"] = before - sum(len(pairs) for _, pairs in sources)
+        write_pairs(config.out_dir / "valid_formal.tsv", formal.valid)
+        write_pairs(config.out_dir / "test_formal.tsv", formal.test)
     with timer("filter"):
         pf = PairFilter(config.min_len, config.max_len, load_sensitive(config))
         kept = filter_sources(sources, config, pf, report)
@@ -408,6 +426,28 @@ def _run(config: DataConfig) -> dict:
     # Last: its stamp is what marks the outputs complete and fresh.
     write_lines(config.out_dir / "report.json", [json.dumps(report, ensure_ascii=False, indent=1)])
     return report
+
+
+def formal_split(config: DataConfig, report: dict) -> FormalSplit:
+    """The formal valid and test pairs (data/formal.py), normalised as inputs are; none when
+    the formal file is absent."""
+    path = config.corpus_dir / config.formal_file
+    if not path.is_file():
+        report["formal"] = {"file": str(path), "present": False, "valid": 0, "test": 0}
+        return FormalSplit()
+    norm = Normalizer(t2s=config.t2s)
+    formal = normalise(read_pairs(path), norm)
+    others = [p for p in (config.corpus_dir / name for name in config.formal_others) if p.is_file()]
+    split = carve_formal(formal, (read_pairs(p) for p in others))
+    report["formal"] = {
+        "file": str(path),
+        "present": True,
+        "pairs_read": len(formal),
+        "checked_against": [p.name for p in others],
+        "valid": len(split.valid),
+        "test": len(split.test),
+    }
+    return split
 
 
 def _read_and_normalise(
@@ -448,7 +488,18 @@ def _split_and_write(kept: Kept, test: TestSet, config: DataConfig, report: dict
         )
     written = shuffled(repeated(train, kept.repeat), config.seed)
     out = config.out_dir
-    write_pairs(out / "train.tsv", written)
+    if kept.register:  # a third column where the register is not general
+        regs = kept.register
+        write_lines(
+            out / "train.tsv",
+            [
+                f"{u}\t{lo}\t{REGISTERS[regs[(u, lo)]]}" if (u, lo) in regs else f"{u}\t{lo}"
+                for u, lo in written
+            ],
+        )
+        report["registers"] = dict(Counter(REGISTERS[regs.get(pair, 0)] for pair in written))
+    else:
+        write_pairs(out / "train.tsv", written)
     write_pairs(out / "valid.tsv", valid)
     write_pairs(out / "valid_classical.tsv", classical)
     if test.file is not None:
@@ -496,6 +547,17 @@ def _vocab_lines(vo: dict) -> list[str]:
     ]
 
 
+def _formal_lines(fo: dict) -> list[str]:
+    if not fo.get("present"):
+        return []
+    return [
+        f"Formal yardstick: valid_formal {fo['valid']}, test_formal {fo['test']}: the pairs of",
+        f"`{Path(fo['file']).name}` that stand in none of {', '.join(fo['checked_against'])}",
+        "(Han characters only, either orientation; data/formal.py). Training pairs with one of their",
+        f"lines were removed: {fo['training_pairs_dropped']}.",
+    ]
+
+
 def data_card(report: dict) -> str:
     """A short human-readable summary of the report (the bundle ships it as DATA_CARD.md)."""
     sources = {
@@ -537,6 +599,7 @@ def data_card(report: dict) -> str:
             "training sources).",
             "Training pairs whose upper line is a test upper line were removed:",
             f"{sp['train_removed_test_upper']}.",
+            *_formal_lines(report.get("formal") or {}),
             "",
             *_vocab_lines(vo),
             f"Test character coverage {vo['test_char_coverage']:.4%},",

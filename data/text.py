@@ -10,6 +10,10 @@ import unicodedata
 
 # which line of a couplet is given and which is written: 上联 -> 下联, or 下联求上联
 DIRECTIONS = ("upper_to_lower", "lower_to_upper")
+# The registers a model with a register embedding writes in, by index (ModelConfig.n_registers):
+# general (wb14123's everyday couplets), classical (regulated verse and the primers), formal
+# (楹联: the couplet books and the collected pairs). data.config says which source is which.
+REGISTERS = ("general", "classical", "formal")
 
 # Full-width Chinese marks a couplet line may contain after normalisation.
 PUNCTUATION: frozenset[str] = frozenset("，。、；：？！…—·“”‘’《》（）「」『』〈〉【】～")

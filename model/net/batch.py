@@ -19,6 +19,7 @@ class Batch:
     tgt_in: Tensor  # (B, T) BOS + target ids
     tgt_out: Tensor  # (B, T) target ids + EOS
     where: tuple[int, int] = (0, 0)  # (epoch, position in the epoch's batch list), for resuming
+    register: Tensor | None = None  # (B,) register index of each pair (data.text.REGISTERS)
 
     @property
     def size(self) -> int:
@@ -28,13 +29,20 @@ class Batch:
         src, tgt_in, tgt_out = (
             t.to(device, non_blocking=non_blocking) for t in (self.src, self.tgt_in, self.tgt_out)
         )
-        return Batch(src, tgt_in, tgt_out, self.where)
+        reg = None if self.register is None else self.register.to(device, non_blocking=non_blocking)
+        return Batch(src, tgt_in, tgt_out, self.where, reg)
 
     def pin_memory(self) -> Batch:
-        return Batch(self.src.pin_memory(), self.tgt_in.pin_memory(), self.tgt_out.pin_memory(), self.where)
+        reg = None if self.register is None else self.register.pin_memory()
+        return Batch(
+            self.src.pin_memory(), self.tgt_in.pin_memory(), self.tgt_out.pin_memory(), self.where, reg
+        )
 
 
-def collate(pairs: Sequence[tuple[Sequence[int] | np.ndarray, Sequence[int] | np.ndarray]]) -> Batch:
+def collate(
+    pairs: Sequence[tuple[Sequence[int] | np.ndarray, Sequence[int] | np.ndarray]],
+    registers: Sequence[int] | np.ndarray | None = None,
+) -> Batch:
     b = len(pairs)
     s = max(len(src) for src, _ in pairs)
     t = max(len(tgt) for _, tgt in pairs) + 1
@@ -47,4 +55,5 @@ def collate(pairs: Sequence[tuple[Sequence[int] | np.ndarray, Sequence[int] | np
         tgt_in[i, 1 : len(y) + 1] = y
         tgt_out[i, : len(y)] = y
         tgt_out[i, len(y)] = EOS_ID
-    return Batch(torch.from_numpy(src), torch.from_numpy(tgt_in), torch.from_numpy(tgt_out))
+    reg = None if registers is None else torch.as_tensor(np.asarray(registers, dtype=np.int64))
+    return Batch(torch.from_numpy(src), torch.from_numpy(tgt_in), torch.from_numpy(tgt_out), register=reg)

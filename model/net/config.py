@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, fields, replace
 from typing import Any
 
-from data.text import DIRECTIONS
+from data.text import DIRECTIONS, REGISTERS
 
 
 @dataclass(frozen=True)
@@ -25,6 +25,9 @@ class ModelConfig:
     # which line it reads and which it writes: "upper_to_lower" (上联 -> 下联, the default model)
     # or "lower_to_upper" (下联求上联: the same pairs with the direction swapped, not the order)
     direction: str = "upper_to_lower"
+    # registers the model can be asked to write in (data.text.REGISTERS, by index): a learned
+    # vector per register added to every source position; 0: none (the model of every register)
+    n_registers: int = 0
 
     def __post_init__(self) -> None:
         check_field_types(self)
@@ -32,6 +35,8 @@ class ModelConfig:
         for name in sizes:
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
+        if not 0 <= self.n_registers <= len(REGISTERS):
+            raise ValueError(f"n_registers must be in [0, {len(REGISTERS)}], got {self.n_registers}")
         if self.n_enc_layers < 0 or self.n_dec_layers < 0:
             raise ValueError("layer counts must not be negative")
         if self.d_model % self.n_heads:

@@ -56,8 +56,9 @@ class CoupletTagger(nn.Module):
             x = layer(x, mask)
         return self.head(self.enc_norm(x))
 
-    def forward(self, src: Tensor, tgt_in: Tensor | None = None) -> Tensor:
-        """src (B, S) -> logits (B, S, V); ``tgt_in`` is accepted for the seq2seq signature."""
+    def forward(self, src: Tensor, tgt_in: Tensor | None = None, register: Tensor | None = None) -> Tensor:
+        """src (B, S) -> logits (B, S, V); ``tgt_in`` and ``register`` are accepted for the
+        seq2seq signature (a tagger writes in no particular register)."""
         return self.tag(src)
 
     @staticmethod

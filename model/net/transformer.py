@@ -217,6 +217,7 @@ class CoupletTransformer(nn.Module):
         self.src_pos = nn.Embedding(cfg.max_len, d)
         self.tgt_pos = nn.Embedding(cfg.max_len, d)
         self.align = nn.Linear(d, d) if cfg.aligned else None
+        self.register_embed = nn.Embedding(cfg.n_registers, d) if cfg.n_registers else None
         self.encoder = nn.ModuleList(EncoderLayer(cfg) for _ in range(cfg.n_enc_layers))
         self.decoder = nn.ModuleList(DecoderLayer(cfg) for _ in range(cfg.n_dec_layers))
         self.enc_norm, self.dec_norm = nn.LayerNorm(d), nn.LayerNorm(d)
@@ -228,6 +229,8 @@ class CoupletTransformer(nn.Module):
         layers = [*self.encoder, *self.decoder]
         tie = self.head if self.cfg.tie_embeddings else None
         init_weights(self, [self.embed, self.tgt_embed], [self.src_pos, self.tgt_pos], layers, tie)
+        if self.register_embed is not None:  # zero: a model trained without registers is unchanged
+            nn.init.zeros_(self.register_embed.weight)
 
     def decoder_layers(self) -> list[DecoderLayer]:
         return [cast(DecoderLayer, layer) for layer in self.decoder]
@@ -235,10 +238,15 @@ class CoupletTransformer(nn.Module):
     def num_parameters(self) -> int:
         return sum(p.numel() for p in self.parameters())
 
-    def encode(self, src: Tensor) -> Tensor:
-        """src (B, S) -> memory (B, S, d)."""
+    def encode(self, src: Tensor, register: Tensor | None = None) -> Tensor:
+        """src (B, S), register (B,) or None (the first, general) -> memory (B, S, d)."""
         pos = torch.arange(src.size(1), device=src.device)
-        x = self.drop(self.embed(src) + self.src_pos(pos))  # (B, S, d)
+        x = self.embed(src) + self.src_pos(pos)  # (B, S, d)
+        if self.register_embed is not None:
+            if register is None:
+                register = src.new_zeros(src.size(0))
+            x = x + self.register_embed(register)[:, None, :]
+        x = self.drop(x)
         mask = self._src_mask(src)
         for layer in self.encoder:
             x = layer(x, mask)
@@ -278,9 +286,9 @@ class CoupletTransformer(nn.Module):
         """(..., d) decoder states -> (..., V)."""
         return self.head(self.dec_norm(x))
 
-    def forward(self, src: Tensor, tgt_in: Tensor) -> Tensor:
-        """src (B, S), tgt_in (B, T) starting with BOS -> logits (B, T, V)."""
-        return self.decode(self.encode(src), src, tgt_in)
+    def forward(self, src: Tensor, tgt_in: Tensor, register: Tensor | None = None) -> Tensor:
+        """src (B, S), tgt_in (B, T) starting with BOS, register (B,) -> logits (B, T, V)."""
+        return self.decode(self.encode(src, register), src, tgt_in)
 
     @staticmethod
     def targets(batch: Batch) -> Tensor:

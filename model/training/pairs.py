@@ -12,6 +12,7 @@ from typing import IO
 
 import numpy as np
 
+from data.text import REGISTERS
 from data.vocab import Vocab
 from model.net.batch import Batch, collate
 from model.training.batches import bucket_batches
@@ -37,20 +38,43 @@ def data_file(folder: Path, name: str) -> Path:
 
 
 def read_tsv(path: Path) -> list[tuple[str, str]]:
-    pairs = []
+    return read_registered(path)[0]
+
+
+def read_registered(path: Path) -> tuple[list[tuple[str, str]], list[int]]:
+    """The pairs of ``upper<TAB>lower[<TAB>register]`` lines and each pair's register index
+    (data.text.REGISTERS; a line without one is general, 0)."""
+    pairs, registers = [], []
+    index = {name: i for i, name in enumerate(REGISTERS)}
     with open_text(path) as f:
-        for line in f:
-            upper, sep, lower = line.rstrip("\n").partition("\t")
+        for number, line in enumerate(f, 1):
+            upper, sep, rest = line.rstrip("\n").partition("\t")
+            lower, _, register = rest.partition("\t")
             if sep and upper and lower:
+                if register and register not in index:
+                    raise UsageError(
+                        f"{path}:{number}: unknown register {register!r} (known: {', '.join(REGISTERS)})"
+                    )
                 pairs.append((upper, lower))
-    return pairs
+                registers.append(index.get(register, 0))
+    return pairs, registers
 
 
 class PairData:
     """Encoded pairs in two flat arrays with offsets (compact for 700k pairs)."""
 
-    def __init__(self, pairs: list[tuple[str, str]], vocab: Vocab, max_len: int, batch_tokens: int) -> None:
-        keep = [(u, lo) for u, lo in pairs if len(u) == len(lo) and len(u) < max_len]
+    def __init__(
+        self,
+        pairs: list[tuple[str, str]],
+        vocab: Vocab,
+        max_len: int,
+        batch_tokens: int,
+        registers: list[int] | None = None,
+    ) -> None:
+        regs = registers if registers is not None else [0] * len(pairs)
+        kept = [i for i, (u, lo) in enumerate(pairs) if len(u) == len(lo) and len(u) < max_len]
+        keep = [pairs[i] for i in kept]
+        self.registers = np.array([regs[i] for i in kept], dtype=np.int64)
         self.pairs = keep
         self.batch_tokens = batch_tokens
         lens = np.array([len(u) for u, _ in keep], dtype=np.int64)
@@ -71,7 +95,8 @@ class PairData:
 
     def collate(self, indices: list[int]) -> Batch:
         o = self.offsets
-        return collate([(self.src[o[i] : o[i + 1]], self.tgt[o[i] : o[i + 1]]) for i in indices])
+        pairs = [(self.src[o[i] : o[i + 1]], self.tgt[o[i] : o[i + 1]]) for i in indices]
+        return collate(pairs, self.registers[indices])
 
     def fixed_batches(self, indices: list[int]) -> list[Batch]:
         """Batches of ``indices`` in length order (for validation)."""
@@ -112,9 +137,13 @@ def load_data(
         vocab = Vocab.from_file(needed[0])
     except (RuntimeError, OSError) as e:  # sentencepiece's loader on a file that is not a model
         raise UsageError(f"{needed[0]}: not a sentencepiece model ({e}); run `make data` again") from e
-    read = (lambda p: [(lo, u) for u, lo in read_tsv(p)]) if reverse else read_tsv
-    train = PairData(read(needed[1]), vocab, max_len, batch_tokens)
-    valid = PairData(read(needed[2]), vocab, max_len, batch_tokens)
+
+    def read(path: Path) -> PairData:
+        pairs, registers = read_registered(path)
+        pairs = [(lo, u) for u, lo in pairs] if reverse else pairs
+        return PairData(pairs, vocab, max_len, batch_tokens, registers)
+
+    train, valid = read(needed[1]), read(needed[2])
     if not len(train) or not len(valid):
         raise UsageError(f"no usable pairs in {folder}/train.tsv or valid.tsv")
     return vocab, train, valid

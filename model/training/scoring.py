@@ -13,7 +13,7 @@ from model.net.transformer import EOS_ID, PAD_ID
 @torch.no_grad()
 def batch_nll(model: CoupletModel, batch: Batch) -> tuple[float, int]:
     """(summed NLL, characters) of the target lines; EOS is not a character and is not counted."""
-    logits = model(batch.src, batch.tgt_in).float()  # (B, T, V)
+    logits = model(batch.src, batch.tgt_in, batch.register).float()  # (B, T, V)
     flat = model.targets(batch).flatten()
     nll = F.cross_entropy(logits.flatten(0, 1), flat, reduction="none")  # (B*T,)
     chars = (flat != PAD_ID) & (flat != EOS_ID)

@@ -215,7 +215,7 @@ def seq2seq_loss(
     """Cross-entropy of ``model(src, tgt_in)`` against ``targets(batch)`` of the raw model
     (the encoder-decoder predicts tgt_out, the tagger the lower line at each position);
     ``raw`` is the module under a DDP wrapper, whose forward must still be the call."""
-    logits = model(batch.src, batch.tgt_in)  # (B, T, V)
+    logits = model(batch.src, batch.tgt_in, batch.register)  # (B, T, V)
     targets = cast(Any, raw or model).targets(batch).flatten()
     return cross_entropy(logits.flatten(0, 1), targets, PAD_ID, label_smoothing)
 
@@ -234,10 +234,10 @@ def distill_loss(
     The teacher's distribution over all characters says far more per position than the one
     reference character, which is what lets a smaller model (one decoder layer) learn from
     a trained one faster than from the pairs alone."""
-    logits = model(batch.src, batch.tgt_in).flatten(0, 1)  # (B*T, V)
+    logits = model(batch.src, batch.tgt_in, batch.register).flatten(0, 1)  # (B*T, V)
     targets = cast(Any, raw or model).targets(batch).flatten()
     with torch.no_grad():
-        theirs = teacher(batch.src, batch.tgt_in).flatten(0, 1)
+        theirs = teacher(batch.src, batch.tgt_in, batch.register).flatten(0, 1)
     return distillation(logits, theirs, targets, PAD_ID, weight, label_smoothing)
 
 
