@@ -65,6 +65,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         type=Path,
         help="use this sentencepiece model as the vocabulary (to train an existing model further)",
     )
+    p.add_argument(
+        "--no-formal",
+        action="store_true",
+        help="hold no formal pairs out (the data of a model trained before the formal yardstick)",
+    )
     p.add_argument("--max-lowers", type=int, help="lower lines kept per upper line (default 10)")
     p.add_argument("--min-char-count", type=int, help="occurrences for a character to enter the vocabulary")
     p.add_argument("--no-near-dup", action="store_true", help="only remove exact duplicates")
@@ -133,6 +138,8 @@ def make_config(args: argparse.Namespace) -> DataConfig:
         config.valid_sources = valid_from
     if config.vocab_from is not None and not config.vocab_from.is_file():
         raise ValueError(f"--vocab-from {config.vocab_from}: no such file")
+    if args.no_formal:
+        config.formal_file = ""
     if args.no_near_dup:
         config.near_dup = False
     config.sources = tuple(s for s in config.sources if s.name in wanted - excluded)

@@ -93,7 +93,7 @@ def stamp(config: DataConfig) -> str:
     inputs = [p for s in config.sources for p in resolve(config, s)[1]]
     # A release folder's files (its path is a folder, whose mtime misses an edited file).
     inputs = [f for p in inputs for f in (sorted(p.rglob("*.txt")) if p.is_dir() else [p])]
-    inputs += [config.corpus_dir / name for name in (config.formal_file, *config.formal_others)]
+    inputs += [config.corpus_dir / name for name in (config.formal_file, *config.formal_others) if name]
     inputs += [config.corpus_dir / config.badwords, config.allow_list, VARIANTS]
     inputs += [config.vocab_from] if config.vocab_from is not None else []
     inputs += sorted(Path(__file__).parent.glob("*.py"))
@@ -432,7 +432,7 @@ def formal_split(config: DataConfig, report: dict) -> FormalSplit:
     """The formal valid and test pairs (data/formal.py), normalised as inputs are; none when
     the formal file is absent."""
     path = config.corpus_dir / config.formal_file
-    if not path.is_file():
+    if not config.formal_file or not path.is_file():
         report["formal"] = {"file": str(path), "present": False, "valid": 0, "test": 0}
         return FormalSplit()
     norm = Normalizer(t2s=config.t2s)

@@ -3,6 +3,8 @@
 Built once from an ``upper<TAB>lower`` file (plain or gzip) that stays in memory as bytes;
 the index is a sorted array of upper-line hashes beside the offsets of their lines
 (about 16 bytes a pair), so 740,000 pairs cost tens of megabytes, not a dict of strings.
+An upper line is keyed by its characters alone, as the bundle's index keys it
+(``model.release.fingerprint.normalise``): a line typed without its commas finds its pairs.
 """
 
 from __future__ import annotations
@@ -15,13 +17,15 @@ from pathlib import Path
 
 import numpy as np
 
+from model.release.fingerprint import normalise
+
 log = logging.getLogger(__name__)
 _UPPER = re.compile(rb"^([^\t\n]+)\t", re.M)
 
 
 def _key(upper: bytes) -> int:
-    # Python's hash of bytes is stable within one process, the index's lifetime.
-    return hash(upper) & 0xFFFF_FFFF_FFFF_FFFF
+    # Python's hash of a str is stable within one process, the index's lifetime.
+    return hash(normalise(upper.decode("utf-8", "replace"))) & 0xFFFF_FFFF_FFFF_FFFF
 
 
 class KnownLines:
@@ -50,15 +54,15 @@ class KnownLines:
 
     def lowers(self, upper: str, limit: int = 5) -> list[str]:
         """Distinct lower lines paired with ``upper`` in the file, in file order, at most ``limit``."""
-        want = upper.encode()
-        key = np.uint64(_key(want))
+        want = normalise(upper)
+        key = np.uint64(_key(upper.encode()))
         lo, hi = np.searchsorted(self._keys, key, "left"), np.searchsorted(self._keys, key, "right")
         found: list[str] = []
         for off in sorted(int(o) for o in self._offsets[lo:hi]):
             end = self._text.find(b"\n", off)
             up, _, low = self._text[off : end if end >= 0 else None].partition(b"\t")
             text = low.decode("utf-8", "replace").strip()
-            if up == want and text and text not in found:
+            if normalise(up.decode("utf-8", "replace")) == want and text and text not in found:
                 found.append(text)
                 if len(found) >= limit:
                     break

@@ -1,6 +1,7 @@
 """Fingerprints of training upper lines: flag "this line was in the training data" without its text.
 
-A fingerprint is the first 8 bytes of blake2b of the normalised line, as a uint64; the
+A fingerprint is the first 8 bytes of blake2b of the line's characters without its punctuation
+(a couplet is written on a door without the commas a book prints), as a uint64; the
 index is a sorted array searched with ``numpy.searchsorted``. The training pairs' lower lines
 are found by the same index (``KnownLowers``).
 """
@@ -20,16 +21,18 @@ from pathlib import Path
 
 import numpy as np
 
-from data.text import ASCII_TO_FULLWIDTH, text_end
+from data.text import ASCII_TO_FULLWIDTH, is_any_punct
 
 
 def normalise(line: str) -> str:
-    """NFKC-free light normalisation: drop whitespace, fold ASCII punctuation to full width,
-    and drop the marks that end the line (春风得意马蹄疾。 is a training line when 春风得意马蹄疾
-    is, as the decoder reads both alike)."""
+    """The line's characters alone: whitespace and every punctuation mark dropped (NFC, no
+    NFKC), so 东风引紫气一元复始 finds the training line 东风引紫气，一元复始 and 春风得意马蹄疾。
+    finds 春风得意马蹄疾. A line of marks only keeps them (folded to full width)."""
+    if line.isalnum() and unicodedata.is_normalized("NFC", line):  # most lines: nothing to drop
+        return line
     line = unicodedata.normalize("NFC", line)
-    folded = "".join(ASCII_TO_FULLWIDTH.get(ch, ch) for ch in line if not ch.isspace())
-    return folded[: text_end(folded)] or folded
+    chars = "".join(ch for ch in line if not ch.isspace() and not is_any_punct(ch))
+    return chars or "".join(ASCII_TO_FULLWIDTH.get(ch, ch) for ch in line if not ch.isspace())
 
 
 def fingerprint(line: str) -> int:

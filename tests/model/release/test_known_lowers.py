@@ -149,3 +149,23 @@ def test_lookups_from_several_threads(known) -> None:
 def test_a_lower_line_with_a_newline_is_refused(known) -> None:
     with pytest.raises(ValueError, match="a tab or a newline"):
         KnownLowers.pack([["上\n下"]])
+
+
+def test_a_line_is_known_by_its_characters_whatever_its_punctuation(tmp_path: Path) -> None:
+    pairs = [
+        ("东风引紫气，一元复始", "大地发春华，万物更新"),
+        ("春风得意马蹄疾", "秋月生辉玉兔明"),
+        ("海纳百川，有容乃大；", "壁立千仞，无欲则刚；"),
+    ]
+    index = FingerprintIndex.from_lines(u for u, _ in pairs)
+    path = tmp_path / "known_lowers.blocks"
+    path.write_bytes(KnownLowers.encode(index, pairs))
+    known = KnownLowers.load(index, path)
+    # written as on a door, with other marks, with spaces: the lower line keeps its own marks
+    assert known.lowers("东风引紫气一元复始") == ["大地发春华，万物更新"]
+    assert known.lowers("东风引紫气、一元复始！") == ["大地发春华，万物更新"]
+    assert known.lowers("春风得意，马蹄疾。") == ["秋月生辉玉兔明"]
+    assert known.lowers("海纳百川 有容乃大") == ["壁立千仞，无欲则刚；"]
+    assert "春风得意马蹄疾!" in index and "春风得意马蹄" not in index
+    assert known.lowers("东风引紫气一元复") == []  # characters, not a prefix
+    assert "，。" in FingerprintIndex.from_lines(["，。"]) and "，。" not in index  # marks only: kept
