@@ -24,14 +24,14 @@ import os
 import sys
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any, TextIO
 
 from data.paths import default_model_dir, graph_cache_dir
 from duilian.inputs import FORWARD, MAX_ASKED, MAX_CHARS, REVERSE, TONE_MODES, InputError, Query, make_query
 
 if TYPE_CHECKING:
-    from duilian.service import Answer, LoadedModel
+    from duilian.service import LoadedModel
+    from model.decoding.answer import Answer
 
 EXIT_INPUT = 2  # a refused line, option or model folder
 EXIT_FAILED = 1  # an unexpected error (its message, never a trace)
@@ -290,23 +290,11 @@ def _detail(raw: bytes) -> str:
     return detail if isinstance(detail, str) else json.dumps(detail, ensure_ascii=False)
 
 
-def as_answer(found: dict[str, Any]) -> Any:
-    """A server's JSON answer with the attributes ``plain`` reads (those of ``Answer``)."""
-    candidates = [
-        SimpleNamespace(
-            **{
-                **c,
-                "report": SimpleNamespace(**c["report"]),
-                "banners": [SimpleNamespace(**b) for b in c.get("banners", [])],
-            }
-        )
-        for c in found["candidates"]
-    ]
-    given = {}
-    if found.get("direction") == REVERSE:  # the given line is the lower one: ``Answer``'s upper
-        given = {"upper": found["lower"], "upper_tones": found["lower_tones"]}
-        given["upper_ends_level"] = found.get("reads_reversed", False)
-    return SimpleNamespace(**{**found, **given, "candidates": candidates})
+def read_answer(found: dict[str, Any]) -> Answer:
+    """A server's JSON answer as the ``Answer`` it was written from."""
+    from model.decoding.answer import Answer  # not imported for --help or a refused line
+
+    return Answer.from_json(found)
 
 
 def answer(model: LoadedModel, q: Query) -> Answer:
@@ -335,18 +323,18 @@ def _width(text: str) -> int:
 
 def plain(a: Answer) -> str:
     """The answer for a person: the given line and its tones, then each candidate."""
-    tones = "".join(t or "　" for t in a.upper_tones)
-    reverse = getattr(a, "direction", FORWARD) == REVERSE
-    out = [f"{'下联' if reverse else '上联'}  {a.upper}", f"      {tones}"]
+    tones = "".join(t or "　" for t in a.given_tones)
+    reverse = a.direction == REVERSE
+    out = [f"{'下联' if reverse else '上联'}  {a.given}", f"      {tones}"]
     if a.in_training_set:
         out.append("      （训练集中的上联 / an upper line of the training set）")
     if a.known_lower_lines:
         out.append(f"      已知下联 / known lower lines: {'，'.join(a.known_lower_lines)}")
     if a.unknown_chars:
         out.append(f"      模型不认识的字 / characters the model does not know: {''.join(a.unknown_chars)}")
-    if a.upper_ends_level and reverse:
+    if a.reads_reversed and reverse:
         out.append("      下联以仄声收尾，可能是上联 / it ends 仄: probably an upper line (drop --reverse)")
-    elif a.upper_ends_level:
+    elif a.reads_reversed:
         out.append("      上联以平声收尾，可能是下联 / it ends 平: probably a lower line (try --reverse)")
     if not a.candidates:
         out.append("      没有候选 / no candidate")
@@ -372,11 +360,11 @@ def generate(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: Te
             q = query(args, line)
             if args.server:
                 found = ask(args.server, q)
-                text = json.dumps(found, ensure_ascii=False) if args.json else plain(as_answer(found))
+                text = json.dumps(found, ensure_ascii=False) if args.json else plain(read_answer(found))
             else:
                 model = model or load(args)
                 a = answer(model, q)
-                text = json.dumps(a.as_dict(), ensure_ascii=False) if args.json else plain(a)
+                text = json.dumps(a.as_json(), ensure_ascii=False) if args.json else plain(a)
         except (InputError, Problem) as exc:
             stderr.write(f"duilian: {line}: {exc}\n")
             stderr.flush()

@@ -17,35 +17,25 @@ A ``LoadedModel`` is immutable once built (the 横批 table is loaded once, on f
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import logging
 import sys
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from data import tones
 from data.banners import BANNERS_FILE, BannerTable
-from data.rules import RuleReport
 from data.segment import boundaries
 from data.sensitive import ALLOW_LIST, SensitiveFilter, read_words
-from data.tones import line_tones, mark
-from duilian.inputs import FORWARD, OVERSAMPLE, REVERSE, AlternativesQuery, Query
+from duilian.inputs import OVERSAMPLE, REVERSE, AlternativesQuery, Query
+from model.decoding.answer import Alternatives, Answer, Banner, Candidate, tone_marks
 from model.decoding.blocked import BlockedWords
 from model.decoding.decoder import Decoder
 from model.decoding.onnx_engine import OnnxTagger, OnnxTransformer
-from model.decoding.options import (
-    DIVERSE_PENALTY,
-    MAX_CANDIDATES,
-    Alternatives,
-    DecodeOptions,
-    DecodeResult,
-    Runtime,
-)
-from model.decoding.options import Candidate as DecodeCandidate
+from model.decoding.options import DIVERSE_PENALTY, MAX_CANDIDATES, DecodeOptions, Runtime
 from model.decoding.plan import ConstraintError
 from model.release.bundle import Bundle, graph_key, head_weight_t, load_bundle, model_config, model_file
 
@@ -55,151 +45,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 KNOWN_SHOWN = 5  # known lower lines in an answer, from the bundle or the corpus file
 BANNERS_SHOWN = 5  # 横批 per candidate
-
-
-@dataclass(frozen=True)
-class Banner:
-    """A 横批: four characters, their tone marks, and its fit to the couplet's theme."""
-
-    text: str
-    tones: list[str]
-    score: float
-
-
-@dataclass(frozen=True)
-class Candidate:
-    """A lower line: ``rank_score`` orders the candidates (the search's own score per
-    character), ``score`` is the model's log-probability per character, ``tones`` one mark per
-    character (平, 仄, 中 or ''), ``report`` the couplet rules' verdicts (data/rules.py)."""
-
-    text: str
-    rank_score: float
-    score: float
-    tones: list[str]
-    report: RuleReport
-    banners: list[Banner] = field(default_factory=list)
-
-
-@dataclass(frozen=True)
-class Answer:
-    """The candidates for one upper line, best first, and what is known about the line.
-    With ``direction`` ``lower_to_upper`` (下联求上联), ``upper`` is the lower line given and
-    the candidates are upper lines; its JSON form names the lines as they are."""
-
-    upper: str
-    upper_tones: list[str]
-    candidates: list[Candidate]
-    in_training_set: bool
-    known_lower_lines: list[str]
-    unknown_chars: list[str]
-    upper_ends_level: bool  # the given line reads like the other side (``data.rules.reads_reversed``)
-    filtered: int  # candidates withheld by the sensitive-word filter
-    model_version: str
-    direction: str = FORWARD
-
-    def couplet(self, written: str) -> tuple[str, str]:
-        """(upper, lower) of the given line and a line ``written`` for it, in either direction."""
-        return (written, self.upper) if self.direction == REVERSE else (self.upper, written)
-
-    def as_dict(self) -> dict[str, Any]:
-        """The JSON form, field for field that of the REST API's answer (``hard_ok`` in each report):
-        the given line as ``upper`` (or ``lower`` in the reverse direction) with its tones, the
-        other line's fields null."""
-        given = "lower" if self.direction == REVERSE else "upper"
-        return {
-            "direction": self.direction,
-            "upper": None,
-            "upper_tones": None,
-            "lower": None,
-            "lower_tones": None,
-            given: self.upper,
-            f"{given}_tones": list(self.upper_tones),
-            "candidates": [
-                {
-                    "text": c.text,
-                    "rank_score": c.rank_score,
-                    "score": c.score,
-                    "tones": list(c.tones),
-                    "report": {**c.report.as_dict(), "hard_ok": c.report.hard_ok},
-                    "banners": [
-                        {"text": b.text, "tones": list(b.tones), "score": b.score} for b in c.banners
-                    ],
-                }
-                for c in self.candidates
-            ],
-            "in_training_set": self.in_training_set,
-            "known_lower_lines": list(self.known_lower_lines),
-            "unknown_chars": list(self.unknown_chars),
-            "upper_ends_level": self.upper_ends_level and given == "upper",
-            "reads_reversed": self.upper_ends_level,
-            "filtered": self.filtered,
-            "model_version": self.model_version,
-        }
-
-
-@dataclass(frozen=True)
-class Alternative:
-    """A character for one position of a lower line: ``text`` is the whole line with it (at
-    every position of its repeat group), ``rank_score`` the search's score of that line per
-    character (the order), ``score`` the model's log-probability per character, ``tones`` and
-    ``report`` as a candidate's, ``original`` the line's own character."""
-
-    char: str
-    text: str
-    rank_score: float
-    score: float
-    tones: list[str]
-    report: RuleReport
-    original: bool
-
-
-@dataclass(frozen=True)
-class AlternativesAnswer:
-    """The characters that may stand at ``position`` of ``lower``, best first; ``positions``
-    are the places that change together (the position's repeat group)."""
-
-    upper: str
-    lower: str
-    position: int
-    positions: list[int]
-    alternatives: list[Alternative]
-    filtered: int  # characters withheld by the sensitive-word filter
-    model_version: str
-    direction: str = FORWARD  # lower_to_upper: the position is in the upper line, written for ``lower``
-
-    def as_dict(self) -> dict[str, Any]:
-        """The JSON form, field for field that of ``POST /api/v1/alternatives``."""
-        return {
-            "direction": self.direction,
-            "upper": self.upper,
-            "lower": self.lower,
-            "position": self.position,
-            "positions": list(self.positions),
-            "alternatives": [
-                {
-                    "char": a.char,
-                    "text": a.text,
-                    "rank_score": a.rank_score,
-                    "score": a.score,
-                    "tones": list(a.tones),
-                    "report": {**a.report.as_dict(), "hard_ok": a.report.hard_ok},
-                    "original": a.original,
-                }
-                for a in self.alternatives
-            ],
-            "filtered": self.filtered,
-            "model_version": self.model_version,
-        }
-
-
-@functools.lru_cache(maxsize=65536)
-def _marks(line: str, mode: str) -> tuple[str, ...]:
-    return tuple(mark(t) for t in line_tones(line, mode))
-
-
-def tone_marks(line: str, mode: str) -> list[str]:
-    """平/仄/中/'' per character (cached: pypinyin costs as much as a small decode)."""
-    return list(_marks(line, mode))
 
 
 def model_version(bundle: Bundle) -> str:
@@ -458,22 +303,22 @@ class LoadedModel:
         except ConstraintError as exc:
             return [exc for _ in queries]
         try:
-            results: list[DecodeResult | Exception] = list(
+            results: list[Answer | Exception] = list(
                 decoder.generate_batch([q.upper for q in queries], options)
             )
         except ConstraintError:  # the batch stops at the first impossible line: one by one
             results = [self._decode(decoder, q.upper, options) for q in queries]
         answers: list[Answer | Exception] = []
         for q, result in zip(queries, results, strict=True):
-            if isinstance(result, DecodeResult):
+            if isinstance(result, Answer):
                 clean = self._clean(result)
                 if len(clean) < q.n <= len(result.candidates) and options.n_best < MAX_CANDIDATES:
                     result = self._decode(decoder, q.upper, decode_options(q, MAX_CANDIDATES))
-                    clean = self._clean(result) if isinstance(result, DecodeResult) else []
+                    clean = self._clean(result) if isinstance(result, Answer) else []
             answers.append(result if isinstance(result, Exception) else self._answer(q, result, clean))
         return answers
 
-    def alternatives(self, query: AlternativesQuery) -> AlternativesAnswer:
+    def alternatives(self, query: AlternativesQuery) -> Alternatives:
         """The best characters for ``query.position`` of its lower line, the rest kept, under every
         rule and the query's constraints (``Decoder.alternatives``): ``query.n`` of them and the
         line's own (when it keeps the rules), without the ones a filter refuses (``OVERSAMPLE``
@@ -494,61 +339,28 @@ class LoadedModel:
         )
         clean = [a for a in found.alternatives if self.is_clean(a.text, query.given)]
         kept = [a for a in clean if not a.original][: query.n]
-        kept = sorted(kept + [a for a in clean if a.original], key=lambda a: a.rank, reverse=True)
-        return AlternativesAnswer(
-            upper=found.lower if query.reverse else found.upper,
-            lower=found.upper if query.reverse else found.lower,
-            position=found.position,
-            positions=list(found.positions),
-            alternatives=[
-                Alternative(
-                    char=a.char,
-                    text=a.text,
-                    rank_score=a.rank,
-                    score=a.score,
-                    tones=tone_marks(a.text, query.tone_mode),
-                    report=RuleReport(**a.report),  # type: ignore[arg-type]
-                    original=a.original,
-                )
-                for a in kept
-            ],
-            filtered=len(found.alternatives) - len(clean),
-            model_version=self.version,
-            direction=query.direction,
-        )
+        kept = sorted(kept + [a for a in clean if a.original], key=lambda a: a.rank_score, reverse=True)
+        filtered = len(found.alternatives) - len(clean)
+        return replace(found, alternatives=kept, filtered=filtered, model_version=self.version)
 
     @staticmethod
-    def _decode(decoder: Decoder, upper: str, options: DecodeOptions) -> DecodeResult | Exception:
+    def _decode(decoder: Decoder, upper: str, options: DecodeOptions) -> Answer | Exception:
         try:
             return decoder.generate(upper, options)
         except ConstraintError as exc:
             return exc
 
-    def _clean(self, result: DecodeResult) -> list[DecodeCandidate]:
+    def _clean(self, result: Answer) -> list[Candidate]:
         """The candidates no filter refuses: all of them, unless a word list reaches further
         than the search's table (a word with a character the model lacks, or a filter kept
         only as hashes)."""
         return [c for c in result.candidates if self.is_clean(c.text, result.upper)]
 
-    def _answer(self, q: Query, result: DecodeResult, clean: list[DecodeCandidate]) -> Answer:
-        return Answer(
-            upper=q.upper,
-            upper_tones=tone_marks(q.upper, q.tone_mode),
-            candidates=[
-                Candidate(
-                    text=c.text,
-                    rank_score=float(c.rank),
-                    score=float(c.score),
-                    tones=tone_marks(c.text, q.tone_mode),
-                    report=RuleReport(**c.report),  # type: ignore[arg-type]
-                )
-                for c in clean[: q.n]
-            ],
+    def _answer(self, q: Query, result: Answer, clean: list[Candidate]) -> Answer:
+        return replace(
+            result,
+            candidates=clean[: q.n],
             in_training_set=not q.reverse and self.bundle.in_training_data(q.upper),
-            known_lower_lines=[],
-            unknown_chars=list(result.unknown_chars),
-            upper_ends_level=result.probably_reversed,
             filtered=len(result.candidates) - len(clean),
             model_version=self.version,
-            direction=q.direction,
         )

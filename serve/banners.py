@@ -16,7 +16,8 @@ from pathlib import Path
 from data import tones
 from data.banners import BANNERS_FILE, BannerTable
 from duilian.inputs import Query
-from duilian.service import Answer, load_banner_table, with_banners
+from duilian.service import load_banner_table, with_banners
+from model.decoding.answer import Answer
 from serve.couplets import Served
 from serve.settings import Settings
 

@@ -25,40 +25,23 @@ from pathlib import Path
 from typing import Any
 
 from data.sensitive import SensitiveFilter
-from duilian import service
 from duilian.inputs import AlternativesQuery, Query
 from duilian.service import (
     DEFAULT_ENGINE,
     KNOWN_SHOWN,
-    AlternativesAnswer,
-    Answer,
     Engine,
     LoadedModel,
     set_decode_threads,
     word_filter,
 )
+from model.decoding.answer import Alternatives, Answer
 from model.release.bundle import load_bundle
 from serve.batching import DecodeBatcher
 from serve.known_lines import KnownLines
 from serve.logs import NO_REQUEST, REQUEST_ID, LogSetup, configure_logging
-from serve.schemas import Banner, GenerateResponse, RuleReportOut
 from serve.settings import Settings
 
 log = logging.getLogger(__name__)
-
-
-def report_out(report: dict[str, bool | float | None]) -> RuleReportOut:
-    """A rule report (``RuleReport.as_dict()``) as the API gives it, with its hard-rule verdict."""
-    return RuleReportOut(**report)  # type: ignore[arg-type]
-
-
-def banners_out(banners: list[service.Banner]) -> list[Banner]:
-    return [Banner(text=b.text, tones=list(b.tones), score=b.score) for b in banners]
-
-
-def response(answer: Answer) -> GenerateResponse:
-    """The service's answer as the API's response body (``Answer.as_dict`` is its JSON form)."""
-    return GenerateResponse.model_validate(answer.as_dict())
 
 
 def extra_filter(settings: Settings) -> SensitiveFilter | None:
@@ -125,7 +108,7 @@ def _worker_answer(
     return answers
 
 
-def _worker_alternatives(query: AlternativesQuery, request_id: str = NO_REQUEST) -> AlternativesAnswer:
+def _worker_alternatives(query: AlternativesQuery, request_id: str = NO_REQUEST) -> Alternatives:
     if _WORKER_MODEL is None:
         raise RuntimeError("decode worker started without its model")
     REQUEST_ID.set(request_id)
@@ -395,7 +378,7 @@ class PooledModel:
     def answer_batch(self, queries: list[Query], oversample: int) -> list[Answer | Exception]:
         return self._in_worker(_worker_answer, queries, oversample, REQUEST_ID.get())
 
-    def alternatives(self, query: AlternativesQuery) -> AlternativesAnswer:
+    def alternatives(self, query: AlternativesQuery) -> Alternatives:
         """``LoadedModel.alternatives`` in a worker (its ConstraintError raised here)."""
         return self._in_worker(_worker_alternatives, query, REQUEST_ID.get())
 
@@ -498,7 +481,7 @@ class CoupletService:
         known = model.known_lines(q.upper, found)
         return replace(answer, known_lower_lines=known) if known else answer
 
-    async def alternatives(self, q: AlternativesQuery) -> AlternativesAnswer:
+    async def alternatives(self, q: AlternativesQuery) -> Alternatives:
         """The characters for one position of a lower line (``LoadedModel.alternatives``), on the
         current model: in a decode worker, or a thread of this process. Not batched and not
         cached (one small teacher-forced batch each); they count toward ``max_pending`` as

@@ -2,21 +2,18 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, computed_field, field_validator
 from pydantic.dataclasses import dataclass as pydantic_dataclass
 
 from data.rules import RuleReport
+from model.decoding import answer
+from model.decoding.answer import DIRECTION_DOC
 
 ToneMode = Literal["modern", "lenient", "classical"]
 Direction = Literal["upper_to_lower", "lower_to_upper"]
-DIRECTION_DOC = (
-    "upper_to_lower (the default): lower lines for the upper line given in `upper`; lower_to_upper "
-    "(下联求上联): upper lines for the lower line given in `lower`, under the mirrored rules (the upper "
-    "line ends 仄 where the lower ends 平), by the bundle's second model; inferred from which line is "
-    "given when left out"
-)
 MODEL_VERSION_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._+:-]{0,63}$"  # step59000-1a2b3c4d, test-a
 
 
@@ -75,6 +72,11 @@ class GenerateRequest(Request):
     )
 
 
+def _as_in(cls: type, name: str) -> Any:
+    """A field narrowed in a schema, with the description it has in the answer type."""
+    return dataclasses.field(metadata=next(f for f in dataclasses.fields(cls) if f.name == name).metadata)
+
+
 @pydantic_dataclass(frozen=True)
 class RuleReportOut(RuleReport):
     """A pair checked against the couplet rules: ``data.rules.RuleReport``'s fields (derived,
@@ -86,66 +88,29 @@ class RuleReportOut(RuleReport):
         return super().hard_ok
 
 
-class Banner(BaseModel):
-    text: str = Field(description="横批: four characters")
-    tones: list[str] = Field(description="平, 仄, 中 (either) or empty, one per character")
-    score: float = Field(
-        description="fit to the couplet's theme: the cosine between the mean character vectors of the "
-        "phrase and of the couplet (vectors learned from character co-occurrence in the corpora), plus "
-        "a small bonus for common phrases; higher fits better"
-    )
+@pydantic_dataclass(frozen=True)
+class Candidate(answer.Candidate):
+    """A candidate as ``model.decoding.answer.Candidate`` (its fields and their descriptions),
+    its report with the hard-rule verdict."""
+
+    report: RuleReportOut = _as_in(answer.Candidate, "report")
 
 
-class Candidate(BaseModel):
-    text: str
-    rank_score: float = Field(
-        description="the search's score per character, by which the candidates come best first: the "
-        "model's log-probability (`score`) plus the weighted opinion of the tagger, when the model has "
-        "one, and the rhythm and 三平尾 preferences' penalties"
-    )
-    score: float = Field(
-        description="the model's own log-probability per character (normalised over the characters the "
-        "tagger shortlisted); not the order of the candidates, which is `rank_score`'s"
-    )
-    tones: list[str] = Field(description="平, 仄, 中 (either) or empty, one per character")
-    report: RuleReportOut
-    banners: list[Banner] = Field(
-        default_factory=list,
-        description="up to 5 横批 for the couplet of the upper line and this candidate, best fit first "
-        "(empty when the model has no 横批 table)",
-    )
+# The schemas narrow the answer's lists to the items above (invariant lists: hence the ignores).
+@pydantic_dataclass(frozen=True)
+class GenerateResponse(answer.Answer):
+    """``model.decoding.answer.Answer`` as the API gives it (``Answer.as_json``)."""
 
+    direction: Direction = _as_in(answer.Answer, "direction")
+    candidates: list[Candidate] = _as_in(answer.Answer, "candidates")  # type: ignore[assignment]
 
-class GenerateResponse(BaseModel):
-    direction: Direction = Field(description="which line was given: " + DIRECTION_DOC)
-    upper: str | None = Field(
-        None, description="the upper line as normalised and decoded (direction upper_to_lower)"
+    @computed_field(  # type: ignore[prop-decorator]
+        description="deprecated alias of `reads_reversed` in direction upper_to_lower (false in the "
+        "other): the upper line ends 平, so it is probably the lower line of a pair"
     )
-    upper_tones: list[str] | None = None
-    lower: str | None = Field(
-        None,
-        description="the lower line given, as normalised (direction lower_to_upper: the candidates are "
-        "upper lines, and the training-set flag and known lower lines are not looked up)",
-    )
-    lower_tones: list[str] | None = None
-    candidates: list[Candidate]
-    in_training_set: bool = Field(
-        description="the upper line is a training upper line (fingerprint index); false for lower lines"
-    )
-    known_lower_lines: list[str] = Field(
-        description="its lower lines in the training pairs (the bundle's, or the corpus's when configured)"
-    )
-    unknown_chars: list[str] = Field(description="characters the model does not know")
-    upper_ends_level: bool = Field(
-        description="the upper line ends 平: it is probably the lower line of a pair (ask again with "
-        "direction lower_to_upper); false in that direction"
-    )
-    reads_reversed: bool = Field(
-        description="the given line reads like the other side of its couplet: an upper line ending 平, "
-        "or in direction lower_to_upper a lower line ending 仄"
-    )
-    filtered: int = Field(description="candidates withheld by the sensitive-word filter")
-    model_version: str
+    @property
+    def upper_ends_level(self) -> bool:
+        return super().upper_ends_level
 
 
 class AlternativesRequest(Request):
@@ -185,43 +150,25 @@ class AlternativesRequest(Request):
     )
 
 
-class Alternative(BaseModel):
-    char: str = Field(description="the character for the position (at each place of its repeat group)")
-    text: str = Field(
-        description="the whole written line with it (the lower line; in lower_to_upper, the upper)"
-    )
-    rank_score: float = Field(
-        description="the search's score of that line per character (the model's log-probability of the "
-        "whole line over the whole vocabulary, the pairing table, the tagger's opinion and the tone "
-        "preferences), by which the list is ordered; compare it with the line's own (`original`)"
-    )
-    score: float = Field(description="the model's own log-probability of the line per character")
-    tones: list[str] = Field(description="平, 仄, 中 (either) or empty, one per character of `text`")
-    report: RuleReportOut
-    original: bool = Field(description="the lower line's own character")
+@pydantic_dataclass(frozen=True)
+class Alternative(answer.Alternative):
+    """An alternative as ``model.decoding.answer.Alternative``, its report with the hard-rule verdict."""
+
+    report: RuleReportOut = _as_in(answer.Alternative, "report")
 
 
-class AlternativesResponse(BaseModel):
-    direction: Direction = Field(description="as asked: which line `position` is in (the written one)")
-    upper: str = Field(description="the upper line as normalised")
-    lower: str = Field(description="the lower line as normalised")
-    position: int
-    positions: list[int] = Field(
-        description="every position that changes with it: where the upper line repeats a character, the "
-        "lower line repeats its own"
-    )
-    alternatives: list[Alternative] = Field(
-        description="best first, each keeping every hard rule; the line's own character among them when it "
-        "keeps the rules"
-    )
-    filtered: int = Field(description="characters withheld by the sensitive-word filter")
-    model_version: str
+@pydantic_dataclass(frozen=True)
+class AlternativesResponse(answer.Alternatives):
+    """``model.decoding.answer.Alternatives`` as the API gives it (``Alternatives.as_json``)."""
+
+    direction: Direction = _as_in(answer.Alternatives, "direction")
+    alternatives: list[Alternative] = _as_in(answer.Alternatives, "alternatives")  # type: ignore[assignment]
 
 
 class BannersResponse(BaseModel):
     upper: str = Field(description="the upper line as normalised")
     lower: str = Field(description="the lower line as normalised")
-    banners: list[Banner] = Field(description="横批, best fit to the couplet's theme first")
+    banners: list[answer.Banner] = Field(description="横批, best fit to the couplet's theme first")
 
 
 class FeedbackRequest(Request):

@@ -30,23 +30,14 @@ from data.pairing import PairingTable
 from data.rules import check_answer, punctuation_mirrored, reads_reversed
 from data.segment import boundaries
 from data.text import is_punct, text_end
-from data.tones import Tone, line_tones, mark
+from data.tones import Tone, line_tones
 from data.vocab import EOS_ID, Vocab
+from model.decoding.answer import FORWARD, REVERSE, Alternative, Alternatives, Answer, judged, tone_marks
 from model.decoding.arrays import topk
 from model.decoding.blocked import BlockedWords, NoBlockedWords
 from model.decoding.long_lines import LONG_FROM, generate_long
 from model.decoding.onnx_engine import OnnxTagger, OnnxTransformer
-from model.decoding.options import (
-    ALTERNATIVE_POOL,
-    MAX_CANDIDATES,
-    RUNTIMES,
-    Alternative,
-    Alternatives,
-    Candidate,
-    DecodeOptions,
-    DecodeResult,
-    Runtime,
-)
+from model.decoding.options import ALTERNATIVE_POOL, MAX_CANDIDATES, RUNTIMES, DecodeOptions, Runtime
 from model.decoding.plan import FREE, ConstraintError, Plan, check_lock, check_lock_pattern, plan_request
 from model.decoding.score_rules import StepRule, Weights, build_rules, fuse
 from model.decoding.search import forced_search, next_scores, rescore, run_search, strategy_for
@@ -231,12 +222,12 @@ class Decoder:
             self.blocked.check_plan(plan)
         return plan
 
-    def generate(self, upper: str, options: DecodeOptions | None = None) -> DecodeResult:
+    def generate(self, upper: str, options: DecodeOptions | None = None) -> Answer:
         return self.generate_batch([upper], options)[0]
 
     def generate_batch(
         self, uppers: Sequence[str], options: DecodeOptions | None = None, batch_size: int = 32
-    ) -> list[DecodeResult]:
+    ) -> list[Answer]:
         """Results in the order of ``uppers``; lines of one length are decoded together.
         Raises ConstraintError for the first line whose constraints cannot be met."""
         try:
@@ -246,12 +237,10 @@ class Decoder:
                 raise e.mirrored() from e
             raise
 
-    def _generate_batch(
-        self, uppers: Sequence[str], options: DecodeOptions, batch_size: int
-    ) -> list[DecodeResult]:
+    def _generate_batch(self, uppers: Sequence[str], options: DecodeOptions, batch_size: int) -> list[Answer]:
         if not 1 <= options.n_best <= MAX_CANDIDATES:
             raise ValueError(f"n_best must be 1..{MAX_CANDIDATES}, got {options.n_best}")
-        results: list[DecodeResult | None] = [None] * len(uppers)
+        results: list[Answer | None] = [None] * len(uppers)
         views: dict[int, ModelView] = {}
         plans: dict[int, Plan] = {}
         for i, upper in enumerate(uppers):
@@ -274,7 +263,7 @@ class Decoder:
         view = ModelView.of(upper, self.vocab, options.rules)
         return view, view.plan(self, options)
 
-    def decode_plans(self, plans: list[Plan], options: DecodeOptions) -> list[DecodeResult | None]:
+    def decode_plans(self, plans: list[Plan], options: DecodeOptions) -> list[Answer | None]:
         """The results of plans of one length, searched together; a plan that leaves no line
         gives None (the others are searched again without it)."""
         try:
@@ -284,7 +273,7 @@ class Decoder:
                 return [None]
         return [self.decode_plans([plan], options)[0] for plan in plans]
 
-    def _decode(self, plans: list[Plan], options: DecodeOptions) -> list[DecodeResult]:
+    def _decode(self, plans: list[Plan], options: DecodeOptions) -> list[Answer]:
         weights = Weights(options.rhythm_weight, options.three_level_weight)
         position, stepwise = build_rules(plans, self.tables, weights)
         if self.blocked is not None:
@@ -388,9 +377,10 @@ class Decoder:
                 Alternative(
                     char=self.tables.pieces[chars[j]],
                     text=text,
+                    rank_score=float(search[j]) / per_token,
                     score=float(logp[j]) / per_token,
-                    rank=float(search[j]) / per_token,
-                    report=check_answer(view.original, text, plan.mode, tones, self.reverse).as_dict(),
+                    tones=tone_marks(text, plan.mode),
+                    report=check_answer(view.original, text, plan.mode, tones, self.reverse),
                     original=chars[j] == own,
                 )
             )
@@ -401,8 +391,10 @@ class Decoder:
                 f"no character at position {position + 1} keeps every rule with the rest of the lower line "
                 "as it is (the rest may break a rule already)",
             )
-        positions = tuple(view.kept[i] for i in group)
-        return Alternatives(view.original, lower, position, positions, found)
+        positions = [view.kept[i] for i in group]
+        upper_line, lower_line = (lower, view.original) if self.reverse else (view.original, lower)
+        direction = REVERSE if self.reverse else FORWARD
+        return Alternatives(direction, upper_line, lower_line, position, positions, found)
 
     def _with_tagger(
         self, plans: list[Plan], table: Tensor, src: Tensor, stepwise: list[StepRule], options: DecodeOptions
@@ -496,7 +488,7 @@ class Decoder:
 
     def _result(
         self, plan: Plan, tokens: Tensor, search: Tensor, score: Tensor, options: DecodeOptions
-    ) -> DecodeResult:
+    ) -> Answer:
         """tokens (K, L), search (K,), score (K,), both per token -> the distinct live
         candidates, best first."""
         seen: set[str] = set()
@@ -506,21 +498,20 @@ class Decoder:
             if s == float("-inf") or text in seen:
                 continue
             seen.add(text)
-            report = check_answer(plan.upper, text, plan.mode, plan.upper_tones, self.reverse).as_dict()
-            candidates.append(Candidate(text, sc, report, s))
+            candidates.append(judged(plan.upper, text, plan.mode, plan.upper_tones, self.reverse, s, sc))
             if len(candidates) == options.n_best:
                 break
         if not candidates:
             raise ConstraintError(
                 "search", "在所有约束下找不到下联", "no lower line satisfies all the constraints together"
             )
-        end = _end_tone(plan)
-        return DecodeResult(
+        return Answer.given_line(
+            REVERSE if self.reverse else FORWARD,
             plan.upper,
-            candidates,
-            self.vocab.unknown(plan.upper),
-            mark(end),
-            reads_reversed(end, self.reverse),
+            tone_marks(plan.upper, plan.mode),
+            candidates=candidates,
+            unknown_chars=self.vocab.unknown(plan.upper),
+            reads_reversed=reads_reversed(_end_tone(plan), self.reverse),
         )
 
     def _text(self, plan: Plan, ids: list[int]) -> str:
@@ -589,7 +580,7 @@ class ModelView:
             out[i] = lower[j]
         return "".join(out)
 
-    def restore(self, result: DecodeResult, mode: str, reverse: bool = False) -> DecodeResult:
+    def restore(self, result: Answer, mode: str, reverse: bool = False) -> Answer:
         """``result`` for the whole upper line: the marks put back, the reports read again on
         the whole lines, and only characters (not marks) named unknown (the view left out
         marks only, so its unknown characters are the whole line's)."""
@@ -597,12 +588,18 @@ class ModelView:
         if len(self.kept) == len(self.original):
             return replace(result, unknown_chars=unknown)
         tones = line_tones(self.original, mode)
-        candidates = []
-        for c in result.candidates:
-            text = self.text(c.text)
-            report = check_answer(self.original, text, mode, tones, reverse).as_dict()
-            candidates.append(replace(c, text=text, report=report))
-        return replace(result, upper=self.original, candidates=candidates, unknown_chars=unknown)
+        candidates = [
+            judged(self.original, self.text(c.text), mode, tones, reverse, c.rank_score, c.score)
+            for c in result.candidates
+        ]
+        return Answer.given_line(
+            result.direction,
+            self.original,
+            tone_marks(self.original, mode),
+            candidates=candidates,
+            unknown_chars=unknown,
+            reads_reversed=result.reads_reversed,
+        )
 
 
 class _PairingRows:

@@ -33,12 +33,13 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Protocol
 
-from data.rules import check_answer, reads_reversed
+from data.rules import reads_reversed
 from data.segment import boundaries
 from data.text import LONGEST_LINE, clauses, is_han, is_punct
-from data.tones import Tone, line_tones, mark, wanted_end
+from data.tones import Tone, line_tones, wanted_end
 from data.vocab import Vocab
-from model.decoding.options import Candidate, DecodeOptions, DecodeResult
+from model.decoding.answer import FORWARD, REVERSE, Answer, judged, tone_marks
+from model.decoding.options import DecodeOptions
 from model.decoding.plan import FREE, ConstraintError, Plan
 
 LONG_FROM = 33  # upper lines of this many characters or more are answered segment by segment
@@ -93,7 +94,7 @@ class _View(Protocol):
     @property
     def kept(self) -> tuple[int, ...]: ...  # the segment's positions the model reads
 
-    def restore(self, result: DecodeResult, mode: str, reverse: bool = False) -> DecodeResult: ...
+    def restore(self, result: Answer, mode: str, reverse: bool = False) -> Answer: ...
 
 
 class SegmentDecoder(Protocol):
@@ -104,10 +105,10 @@ class SegmentDecoder(Protocol):
 
     def plan_view(self, upper: str, options: DecodeOptions) -> tuple[_View, Plan]: ...
 
-    def decode_plans(self, plans: list[Plan], options: DecodeOptions) -> list[DecodeResult | None]: ...
+    def decode_plans(self, plans: list[Plan], options: DecodeOptions) -> list[Answer | None]: ...
 
 
-def generate_long(decoder: SegmentDecoder, upper: str, options: DecodeOptions) -> DecodeResult:
+def generate_long(decoder: SegmentDecoder, upper: str, options: DecodeOptions) -> Answer:
     """``options.n_best`` lower lines for a long ``upper`` (module docstring); raises
     ConstraintError when the constraints cannot be met."""
     if len(upper) > LONGEST_LINE:
@@ -171,7 +172,9 @@ def generate_long(decoder: SegmentDecoder, upper: str, options: DecodeOptions) -
             raise _no_line()
         tokens = plans[0].length + int(options.score_end)  # what the scores are per
         grown = [
-            _Prefix(prefix.text + c.text, prefix.rank + c.rank * tokens, prefix.score + c.score * tokens)
+            _Prefix(
+                prefix.text + c.text, prefix.rank + c.rank_score * tokens, prefix.score + c.score * tokens
+            )
             for prefix, view, result in zip(
                 kept, views, decoder.decode_plans(plans, step_options), strict=True
             )
@@ -187,16 +190,16 @@ def generate_long(decoder: SegmentDecoder, upper: str, options: DecodeOptions) -
     per = sum(b - a for a, b in spans) + len(spans) * int(options.score_end)
     reverse = decoder.reverse
     candidates = [
-        Candidate(
-            p.text,
-            p.score / per,
-            check_answer(upper, p.text, options.tone_mode, tones, reverse).as_dict(),
-            p.rank / per,
-        )
-        for p in beam
+        judged(upper, p.text, options.tone_mode, tones, reverse, p.rank / per, p.score / per) for p in beam
     ]
-    unknown = [ch for ch in decoder.vocab.unknown(upper) if not is_punct(ch)]
-    return DecodeResult(upper, candidates, unknown, mark(line_end), reads_reversed(line_end, reverse))
+    return Answer.given_line(
+        REVERSE if reverse else FORWARD,
+        upper,
+        tone_marks(upper, options.tone_mode),
+        candidates=candidates,
+        unknown_chars=[ch for ch in decoder.vocab.unknown(upper) if not is_punct(ch)],
+        reads_reversed=reads_reversed(line_end, reverse),
+    )
 
 
 def _no_line() -> ConstraintError:

@@ -1,11 +1,10 @@
-"""What a decode is asked for and what it gives back: ``DecodeOptions``, ``Candidate``,
-``DecodeResult``, and the runtimes a ``Decoder`` may run the models on (with the served
+"""What a decode is asked for (``DecodeOptions``; what it gives back is model/decoding/answer.py's),
+and the runtimes a ``Decoder`` may run the models on (with the served
 defaults, which ``serve.settings`` and ``model.release.evaluate`` read)."""
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Literal, get_args
 
 MAX_CANDIDATES = 20
@@ -64,53 +63,10 @@ class DecodeOptions:
         return sum(self.groups) or max(self.n_best, self.beam_size or self.n_best)
 
 
-@dataclass(frozen=True)
-class Candidate:
-    text: str
-    score: float  # model log-probability per token (L characters, the end if scored), over the shortlist
-    report: dict[str, bool | float | None]  # data.rules.check(...).as_dict()
-    # The search's score per token, by which candidates come best first: ``score`` plus, with a
-    # proposer, its log-probability times ``ensemble_weight`` (normal search) or
-    # ``proposer_weight`` (fast mode), plus the rhythm and 三平尾 preferences' penalties.
-    rank: float = math.nan
-
-
-@dataclass(frozen=True)
-class DecodeResult:
-    upper: str
-    candidates: list[Candidate]
-    unknown_chars: list[str] = field(default_factory=list)  # encoded as unk, still mirrored
-    upper_end_tone: str = ""  # 平 / 仄 / 中 / "" of the upper line's last character
-    probably_reversed: bool = False  # the upper ends level: the pair is probably the other way
-
-
 # Alternatives at one position (``Decoder.alternatives``): the rule-allowed characters are
 # first ranked by the search's score at that position alone, and this many of the best (and
 # the line's own) are then scored on the whole line (docs/EXPERIMENTS.md §26)
 ALTERNATIVE_POOL = 64
-
-
-@dataclass(frozen=True)
-class Alternative:
-    """One character for a position of a lower line, the rest of the line kept."""
-
-    char: str
-    text: str  # the whole lower line with it (at every position of its repeat group)
-    score: float  # the model's log-probability of that line per token
-    rank: float  # the search's score of that line per token (``Candidate.rank``), which orders them
-    report: dict[str, bool | float | None]  # data.rules.check(...).as_dict()
-    original: bool  # the line's own character
-
-
-@dataclass(frozen=True)
-class Alternatives:
-    """What may stand at ``position`` of ``lower`` under every rule, best first."""
-
-    upper: str
-    lower: str
-    position: int
-    positions: tuple[int, ...]  # every position that changes with it (its repeat group)
-    alternatives: list[Alternative]
 
 
 Runtime = Literal["torch", "onnx"]  # what runs the models while decoding

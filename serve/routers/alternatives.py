@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from fastapi import APIRouter, Request
 
 from duilian.inputs import MAX_ALTERNATIVES, InputError, make_alternatives_query
@@ -27,7 +29,7 @@ router = APIRouter(tags=["couplets"], dependencies=[RateLimited])
 )
 async def alternatives(
     body: AlternativesRequest, settings: SettingsDep, service: ServiceDep, request: Request
-) -> AlternativesResponse:
+) -> dict[str, Any]:
     """The best characters for one position of a lower line, the rest of the line kept, best first.
 
     Each listed character keeps every rule the search keeps (punctuation and repeats mirrored: a
@@ -56,4 +58,4 @@ async def alternatives(
     with decode_refusals(metrics):
         answer = await service.alternatives(query)
     metrics.withheld.labels("alternatives").inc(answer.filtered)
-    return AlternativesResponse.model_validate(answer.as_dict())  # its JSON form
+    return answer.as_json()  # validated as AlternativesResponse by the route

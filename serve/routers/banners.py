@@ -9,7 +9,6 @@ from starlette.concurrency import run_in_threadpool
 
 from duilian.service import BANNERS_SHOWN, banners_for
 from serve.banners import banner_table
-from serve.couplets import banners_out
 from serve.deps import RateLimited, ServiceDep, SettingsDep
 from serve.schemas import BannersResponse, ToneMode
 from serve.validation import clean_couplet
@@ -42,4 +41,4 @@ async def banners(
             detail="这个模型没有横批表 / The served model has no 横批 table.",
         )
     found = banners_for(table, up, low, tone_mode, n)
-    return BannersResponse(upper=up, lower=low, banners=banners_out(found))
+    return BannersResponse(upper=up, lower=low, banners=found)

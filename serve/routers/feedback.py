@@ -10,7 +10,7 @@ from typing import Annotated
 from fastapi import APIRouter, Header, Response, status
 
 from data.rules import check
-from serve.couplets import report_out
+from model.decoding.answer import report_json
 from serve.db import Feedback, KeyReused
 from serve.deps import RateLimited, SettingsDep, StoreDep
 from serve.schemas import FeedbackRequest, FeedbackResponse
@@ -67,4 +67,6 @@ def post_feedback(
             ) from None
         if replayed:
             response.headers["Idempotent-Replayed"] = "true"
-    return FeedbackResponse(id=row_id, kind=row.kind, report=report_out(check(upper, lower).as_dict()))
+    return FeedbackResponse.model_validate(
+        {"id": row_id, "kind": row.kind, "report": report_json(check(upper, lower))}
+    )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 from fastapi import APIRouter, HTTPException, Request, Response, status
 
@@ -11,7 +12,6 @@ from duilian.inputs import InputError, given_line, make_query
 from model.decoding.plan import ConstraintError
 from serve.batching import JOB_TIMING, JobTiming
 from serve.couplets import Busy, WorkerLost
-from serve.couplets import response as response_body
 from serve.deps import RateLimited, ServiceDep, SettingsDep
 from serve.observability import Metrics, server_timing
 from serve.routers.info import RESTART_RETRY_AFTER
@@ -53,7 +53,7 @@ def decode_refusals(metrics: Metrics) -> Iterator[None]:
 @router.post("/generate", response_model=GenerateResponse)
 async def generate(
     body: GenerateRequest, settings: SettingsDep, service: ServiceDep, request: Request, response: Response
-) -> GenerateResponse:
+) -> dict[str, Any]:
     """Candidates for ``upper``, each with its tones and rule report, and the training-set flag.
 
     The response's ``Server-Timing`` header says how long the decode waited in the queue and
@@ -85,4 +85,4 @@ async def generate(
         JOB_TIMING.reset(token)
     response.headers["Server-Timing"] = server_timing(timing)
     metrics.withheld.labels("generate").inc(answer.filtered)
-    return response_body(answer)  # with its 横批, added in the decode thread (serve.banners)
+    return answer.as_json()  # with its 横批, added in the decode thread (serve.banners)

@@ -40,4 +40,4 @@ def test_the_answer_is_the_apis_body(bundle_a: Path, tmp_path: Path) -> None:
         body = c.post(
             "/api/v1/alternatives", json={"upper": "书山有路勤为径", "lower": lower, "position": 4, "n": 4}
         ).json()
-    assert body == answer.as_dict()
+    assert body == answer.as_json()

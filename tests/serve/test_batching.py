@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from duilian.inputs import Query
-from duilian.service import Answer, LoadedModel
+from duilian.service import LoadedModel
+from model.decoding.answer import Answer
 from model.decoding.plan import ConstraintError
 from serve.batching import DecodeBatcher
 from serve.couplets import Busy, CoupletService

@@ -7,14 +7,15 @@ import dataclasses
 from fastapi.testclient import TestClient
 
 from data.rules import RuleReport, check
-from serve.couplets import report_out
+from model.decoding.answer import report_json
 from serve.schemas import FeedbackResponse
 
 
 def test_a_rule_report_is_given_with_every_field_and_the_hard_verdict() -> None:
     for upper, lower in [("春风得意", "秋月生辉"), ("春风得意", "春风得意"), ("春风得意", "秋月")]:
         report = check(upper, lower)
-        body = FeedbackResponse(id=1, kind="own", report=report_out(report.as_dict())).model_dump(mode="json")
+        body = FeedbackResponse.model_validate({"id": 1, "kind": "own", "report": report_json(report)})
+        body = body.model_dump(mode="json")
         assert list(body["report"].items()) == [*report.as_dict().items(), ("hard_ok", report.hard_ok)]
 
 

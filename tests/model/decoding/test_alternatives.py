@@ -59,7 +59,7 @@ def test_every_alternative_keeps_every_rule_and_they_come_best_first(decoder: De
         assert found.upper == upper and found.lower == lower and found.position == position
         alternatives = found.alternatives
         assert len(alternatives) >= 10  # the whole vocabulary to choose from: never short
-        ranks = [a.rank for a in alternatives]
+        ranks = [a.rank_score for a in alternatives]
         assert ranks == sorted(ranks, reverse=True)
         assert [a.char for a in alternatives if a.original] == [lower[position]]
         assert len({a.char for a in alternatives}) == len(alternatives)
@@ -67,8 +67,8 @@ def test_every_alternative_keeps_every_rule_and_they_come_best_first(decoder: De
             assert a.text[position] == a.char
             assert all(a.text[i] == lower[i] for i in range(len(lower)) if i not in found.positions)
             assert hard_ok(upper, a.text), (upper, a.text)
-            assert a.report == check(upper, a.text).as_dict()
-            assert math.isfinite(a.rank) and a.score <= 0
+            assert a.report == check(upper, a.text)
+            assert math.isfinite(a.rank_score) and a.score <= 0
 
 
 def test_the_lines_own_score_is_the_searchs(
@@ -80,7 +80,7 @@ def test_the_lines_own_score_is_the_searchs(
     with torch.inference_mode():
         candidate = decoder.generate(upper, DecodeOptions(n_best=1)).candidates[0]
     own = next(a for a in decoder.alternatives(upper, candidate.text, 2).alternatives if a.original)
-    assert own.rank == pytest.approx(candidate.rank, abs=1e-5)
+    assert own.rank_score == pytest.approx(candidate.rank_score, abs=1e-5)
     assert own.score == pytest.approx(candidate.score, abs=1e-5)
     tgt = vocab.encode(candidate.text)
     with torch.inference_mode():
@@ -95,8 +95,10 @@ def test_a_wider_pool_can_only_add_better_lines(decoder: Decoder) -> None:
     same scores for the characters both lists hold."""
     upper = "海纳百川有容乃大"
     lower = best_line(decoder, upper)
-    narrow = {a.char: a.rank for a in decoder.alternatives(upper, lower, 3, k=20, pool=24).alternatives}
-    wide = {a.char: a.rank for a in decoder.alternatives(upper, lower, 3, k=20, pool=100_000).alternatives}
+    narrow = {a.char: a.rank_score for a in decoder.alternatives(upper, lower, 3, k=20, pool=24).alternatives}
+    wide = {
+        a.char: a.rank_score for a in decoder.alternatives(upper, lower, 3, k=20, pool=100_000).alternatives
+    }
     assert min(wide.values()) >= min(narrow.values()) - 1e-6  # every char's score is its own
     for ch in set(narrow) & set(wide):
         assert narrow[ch] == pytest.approx(wide[ch], abs=1e-5)
@@ -121,7 +123,7 @@ def test_the_end_keeps_its_tone(decoder: Decoder) -> None:
     upper = "两个黄鹂鸣翠柳"  # ends oblique: the lower line ends level
     lower = best_line(decoder, upper)
     found = decoder.alternatives(upper, lower, 6, k=20)
-    assert all(a.report["tone_end"] is not False for a in found.alternatives)
+    assert all(a.report.tone_end is not False for a in found.alternatives)
     assert all(a.char not in upper for a in found.alternatives)
 
 
@@ -173,7 +175,11 @@ def test_with_a_proposer_the_tagger_opinion_is_in_the_rank(model: CoupletTransfo
     for a in with_tagger:  # the model's own score is the same; the rank adds the tagger's opinion
         if a.char in same:
             assert a.score == pytest.approx(same[a.char].score, abs=1e-5)
-    assert any(a.rank != pytest.approx(same[a.char].rank, abs=1e-4) for a in with_tagger if a.char in same)
+    assert any(
+        a.rank_score != pytest.approx(same[a.char].rank_score, abs=1e-4)
+        for a in with_tagger
+        if a.char in same
+    )
 
 
 @pytest.mark.parametrize(

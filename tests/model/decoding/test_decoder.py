@@ -80,14 +80,14 @@ def test_candidates_are_distinct_ranked_and_scored_by_the_model(decoder, vocab):
         for c in result.candidates:
             expect = sequence_logp(decoder.model, src, vocab.encode(c.text), end) / (len(upper) + end)
             assert c.score == pytest.approx(expect, abs=1e-4)
-            assert c.report == check(upper, c.text).as_dict() and c.report["repeats"]
+            assert c.report == check(upper, c.text) and c.report.repeats
         scores = [c.score for c in result.candidates]
         assert scores == sorted(scores, reverse=True)  # no preferences: ranked by the model alone
-        assert [c.rank for c in result.candidates] == pytest.approx(scores, abs=1e-4)
+        assert [c.rank_score for c in result.candidates] == pytest.approx(scores, abs=1e-4)
     preferred = decoder.generate(upper, DecodeOptions(n_best=8, rhythm_weight=3.0, three_level_weight=3.0))
-    ranks = [c.rank for c in preferred.candidates]
+    ranks = [c.rank_score for c in preferred.candidates]
     assert ranks == sorted(ranks, reverse=True)  # the order is the rank's, preferences included
-    assert all(c.rank <= c.score + 1e-6 for c in preferred.candidates)  # the preferences only cost
+    assert all(c.rank_score <= c.score + 1e-6 for c in preferred.candidates)  # the preferences only cost
 
 
 def test_unknown_characters_are_reported_and_mirrored(decoder, vocab):
@@ -108,7 +108,7 @@ def test_rules_off_is_plain_beam_search_with_the_exact_length(decoder, vocab):
     for c in result.candidates:
         assert len(c.text) == len(upper) and not special & set(c.text)
     on = decoder.generate(upper, DecodeOptions(n_best=5))
-    assert all(c.report["punctuation"] and c.report["no_reuse"] for c in on.candidates)
+    assert all(c.report.punctuation and c.report.no_reuse for c in on.candidates)
 
 
 @pytest.mark.parametrize("diversity", [0.0, 1.0])
@@ -129,7 +129,7 @@ def test_user_constraints_in_the_result(decoder):
     )
     for c in result.candidates:
         assert c.text[0] == "东" and c.text[2] == "春" and "山" in c.text and "月" in c.text
-        assert check(upper, c.text).hard_ok and c.report["tone_end"] is True
+        assert check(upper, c.text).hard_ok and c.report.tone_end is True
 
 
 def test_required_first_after_an_opening_quote(decoder):
@@ -155,17 +155,17 @@ def test_classical_mode_uses_the_rusheng_table(decoder, tmp_path, monkeypatch):
     table.write_text("国竹白", encoding="utf-8")
     monkeypatch.setenv("RUSHENG_TABLE", str(table))
     result = decoder.generate(upper, DecodeOptions(tone_mode="classical"))
-    assert result.upper_end_tone == "仄" and not result.probably_reversed
-    assert all(c.report["tone_end"] is True for c in result.candidates)
+    assert result.upper_tones[-1] == "仄" and not result.reads_reversed
+    assert all(c.report.tone_end is True for c in result.candidates)
     modern = decoder.generate(upper)
-    assert modern.upper_end_tone == "平" and modern.probably_reversed
+    assert modern.upper_tones[-1] == "平" and modern.reads_reversed
 
 
 def test_int8_decoder_keeps_the_rules_and_close_scores(decoder, vocab):
     fast = Decoder(decoder.model, vocab, int8=True)
     upper = "海纳百川有容乃大"
     for c in fast.generate(upper).candidates:
-        assert c.report == check(upper, c.text).as_dict() and check(upper, c.text).hard_ok
+        assert c.report == check(upper, c.text) and check(upper, c.text).hard_ok
         exact = sequence_logp(decoder.model, vocab.encode(upper), vocab.encode(c.text), False) / len(upper)
         assert c.score == pytest.approx(exact, abs=0.05)
 
@@ -173,14 +173,14 @@ def test_int8_decoder_keeps_the_rules_and_close_scores(decoder, vocab):
 def test_classical_mode_without_a_table_file_reads_the_pingshui_rusheng(decoder, monkeypatch):
     monkeypatch.delenv("RUSHENG_TABLE", raising=False)
     result = decoder.generate("家国", DecodeOptions(tone_mode="classical"))  # 国 is 入声 in the 平水韵
-    assert result.upper_end_tone == "仄" and not result.probably_reversed
-    assert all(c.report["tone_end"] is True for c in result.candidates)
+    assert result.upper_tones[-1] == "仄" and not result.reads_reversed
+    assert all(c.report.tone_end is True for c in result.candidates)
 
 
 def test_upper_line_ending_level_is_flagged(decoder):
     result = decoder.generate("春风")
-    assert result.probably_reversed and result.upper_end_tone == "平"
-    assert all(c.report["tone_end"] is True for c in result.candidates)
+    assert result.reads_reversed and result.upper_tones[-1] == "平"
+    assert all(c.report.tone_end is True for c in result.candidates)
 
 
 def test_make_eval_compares_rules_on_and_off_and_each_weight(tmp_path, vocab, pairs, decoder):
@@ -354,7 +354,7 @@ def test_the_pairing_table_adds_its_scores_to_the_search(vocab: Vocab, pairs: li
     for c in common:
         bonus = 0.05 * table.line_score(upper, c.text)
         assert bonus > 0
-        assert c.rank == pytest.approx(before[c.text].rank + bonus, abs=1e-3)
+        assert c.rank_score == pytest.approx(before[c.text].rank_score + bonus, abs=1e-3)
         assert c.score == pytest.approx(before[c.text].score, abs=1e-4)
     assert paired.generate(upper, replace(options, pairing_weight=0.0)).candidates == list(before.values())
     heavy = paired.generate(upper, replace(options, pairing_weight=50.0, locks=None)).candidates[0]

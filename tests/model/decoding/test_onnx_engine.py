@@ -207,7 +207,9 @@ def test_an_unknown_runtime_is_refused(vocab: Vocab) -> None:
 
 def _answers(decoder: Decoder) -> list[list[tuple[str, float, float]]]:
     options = DecodeOptions(n_best=5)
-    return [[(c.text, c.score, c.rank) for c in decoder.generate(u, options).candidates] for u in UPPERS]
+    return [
+        [(c.text, c.score, c.rank_score) for c in decoder.generate(u, options).candidates] for u in UPPERS
+    ]
 
 
 def test_cached_graphs_decode_exactly_as_freshly_exported_ones(vocab: Vocab, tmp_path: Path) -> None:

@@ -67,16 +67,16 @@ def test_upper_lines_for_a_lower_line_keep_the_mirrored_rules(reverse: Decoder, 
         assert len(c.text) == len(LEVEL_END) and not given & set(c.text)
         tones = line_tones(c.text, "modern")
         assert tones[-1] & Tone.OBLIQUE, c.text  # the written upper line ends 仄
-        assert c.report == check(c.text, LEVEL_END).as_dict()  # reported as (upper, lower)
-        assert c.report["tone_end"] is not False
-    assert not result.probably_reversed  # a lower line that ends 平 reads as a lower line
-    assert reverse.generate(OBLIQUE_END, DecodeOptions(n_best=1)).probably_reversed
+        assert c.report == check(c.text, LEVEL_END)  # reported as (upper, lower)
+        assert c.report.tone_end is not False
+    assert not result.reads_reversed  # a lower line that ends 平 reads as a lower line
+    assert reverse.generate(OBLIQUE_END, DecodeOptions(n_best=1)).reads_reversed
 
 
 def test_the_forward_model_on_the_same_line_is_not_reported_reversed(vocab: Vocab) -> None:
     forward = Decoder(tiny_model(vocab), vocab)
     c = forward.generate(LEVEL_END, DecodeOptions(n_best=1)).candidates[0]
-    assert c.report == check(LEVEL_END, c.text).as_dict()
+    assert c.report == check(LEVEL_END, c.text)
     assert check_answer(LEVEL_END, c.text, reverse=True) == check(c.text, LEVEL_END)
 
 
@@ -95,7 +95,7 @@ def test_alternatives_in_the_reverse_direction_keep_its_rules(reverse: Decoder) 
     assert found.alternatives
     for a in found.alternatives:
         assert line_tones(a.text, "modern")[-1] & Tone.OBLIQUE
-        assert a.report == check(a.text, LEVEL_END).as_dict()
+        assert a.report == check(a.text, LEVEL_END)
 
 
 def test_the_pairing_table_read_the_other_way() -> None:

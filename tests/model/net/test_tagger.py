@@ -139,7 +139,9 @@ def test_proposer_candidates_keep_the_rules_and_carry_the_models_scores(dvocab: 
         assert len(set(texts)) == len(texts)
         scores = [c.score for c in result.candidates]
         assert scores == sorted(scores, reverse=True)  # ranked by the encoder-decoder
-        assert [c.rank for c in result.candidates] == pytest.approx(scores, abs=1e-4)  # proposer weight 0
+        assert [c.rank_score for c in result.candidates] == pytest.approx(
+            scores, abs=1e-4
+        )  # proposer weight 0
         for c in result.candidates:
             assert check(upper, c.text).hard_ok, (upper, c.text)
             view = ModelView.of(upper, dvocab)  # the model reads the line without its final 。
@@ -197,8 +199,8 @@ def test_ensemble_steers_the_search_but_scores_stay_the_models(dvocab: Vocab) ->
         exact = float(rescore(wrap(s2s), src.numpy(), np.array([[ids]]))[0, 0]) / len(upper)
         assert c.score == pytest.approx(exact, abs=1e-4)
         opinion = sum(float(lattice[i, t]) for i, t in enumerate(ids)) / len(upper)
-        assert c.rank == pytest.approx(c.score + 2.0 * opinion, abs=1e-3)
-    ranks = [c.rank for c in result.candidates]
+        assert c.rank_score == pytest.approx(c.score + 2.0 * opinion, abs=1e-3)
+    ranks = [c.rank_score for c in result.candidates]
     assert len(ranks) == 4 and ranks == sorted(ranks, reverse=True)
 
 

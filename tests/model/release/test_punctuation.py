@@ -51,7 +51,7 @@ def test_a_final_full_stop_changes_neither_candidates_nor_badge(bundle: Bundle, 
         assert [c.text + "。" for c in a.candidates] == [c.text for c in b.candidates], u
         assert [c.score for c in a.candidates] == [c.score for c in b.candidates], u
         assert b.unknown_chars == a.unknown_chars and "。" not in b.unknown_chars
-        assert all(c.report["punctuation"] and c.report["length"] for c in b.candidates)
+        assert all(c.report.punctuation and c.report.length for c in b.candidates)
         assert bundle.in_training_data(u + "。") == bundle.in_training_data(u)
     if corpus_dir().joinpath("wb14123_test.tsv").is_file():
         assert len(uppers) == 300
@@ -74,7 +74,9 @@ def test_marks_inside_the_line_are_mirrored_and_not_unknown(decoder: Decoder, up
         assert all(
             c.text[i] == ch for i, ch in enumerate(upper) if is_punct(ch) and ch not in "，、；：？！—…"
         )
-        assert all(c.report[rule] for rule in ("length", "punctuation", "repeats", "no_reuse")), c.text
+        assert all(getattr(c.report, rule) for rule in ("length", "punctuation", "repeats", "no_reuse")), (
+            c.text
+        )
 
 
 def test_locks_over_a_left_out_mark(decoder: Decoder, bundle: Bundle) -> None:
