@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 PRESET ?= cpu
 export PYTHONPATH := $(CURDIR)
 
-.PHONY: help setup sysdeps serve crawl corpora data train eval bench test lint
+.PHONY: help setup sysdeps serve cluster crawl corpora data train eval bench test lint
 
 help: ## list the verbs
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  make %-8s %s\n", $$1, $$2}'
@@ -23,6 +23,9 @@ setup: $(PY) ## make the virtual environment and install everything
 
 serve: $(PY) ## serve the couplet site on http://127.0.0.1:8000 with the shipped default model
 	$(PY) -m serve $(SERVE_ARGS)
+
+cluster: $(PY) sysdeps ## N replicas behind HAProxy with one PostgreSQL and one Redis (CLUSTER_ARGS='--replicas 3')
+	$(PY) -m serve.cluster up $(CLUSTER_ARGS)
 
 crawl: $(PY) ## crawl couplet pairs into work/crawl/*.jsonl (CRAWL_ARGS to choose spiders)
 	$(PY) -m crawler $(CRAWL_ARGS)

@@ -28,7 +28,7 @@ from serve.db import FeedbackStore, make_engine
 from serve.logs import configure_logging
 from serve.observability import Metrics, Observe
 from serve.observability import router as metrics_router
-from serve.ratelimit import RateLimiter
+from serve.ratelimit import make_limiter
 from serve.routers import admin, alternatives, banners, feedback, generate, info, scroll, site
 from serve.settings import Settings
 
@@ -71,9 +71,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         app.state.service.batcher.finish = functools.partial(banners_added, settings)
         engine = make_engine(settings.database_url)
         app.state.feedback = FeedbackStore(engine)
-        app.state.limiter = RateLimiter(settings.rate_limit_per_minute, settings.rate_limit_burst)
-        app.state.admin_limiter = RateLimiter(
-            settings.admin_rate_limit_per_minute, settings.admin_rate_limit_burst
+        app.state.limiter = make_limiter(
+            settings.redis_url, "api", settings.rate_limit_per_minute, settings.rate_limit_burst
+        )
+        app.state.admin_limiter = make_limiter(
+            settings.redis_url, "admin", settings.admin_rate_limit_per_minute, settings.admin_rate_limit_burst
         )
         if settings.known_pairs is not None:  # tens of seconds for the full corpus: not on the way up
             threading.Thread(

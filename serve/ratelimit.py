@@ -1,9 +1,13 @@
-"""A per-client token bucket: ``rate`` requests a minute on average, ``burst`` at once."""
+"""A per-client token bucket: ``rate`` requests a minute on average, ``burst`` at once; in this
+process (one server), or in Redis (``RedisRateLimiter``: replicas behind a load balancer)."""
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
+
+log = logging.getLogger("serve")
 
 
 class RateLimiter:
@@ -33,3 +37,64 @@ class RateLimiter:
                 self._buckets.clear()  # a flood of distinct clients: forget, rather than grow
             self._buckets[client] = (tokens - 1.0, now)
             return 0.0
+
+
+# The same token bucket kept in Redis, so that every replica behind a load balancer takes from
+# one bucket per client. One script call reads, refills, takes and writes the bucket atomically
+# (Redis runs a script alone), on Redis's clock (TIME), so replicas with skewed clocks agree.
+# The bucket expires once it would be full again: an idle client costs no memory.
+TAKE = """
+local rate, burst = tonumber(ARGV[1]), tonumber(ARGV[2])
+local t = redis.call('TIME')
+local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
+local held = redis.call('HMGET', KEYS[1], 'tokens', 'last')
+local tokens = tonumber(held[1]) or burst
+local last = tonumber(held[2]) or now
+tokens = math.min(burst, tokens + math.max(0, now - last) * rate)
+local wait = 0
+if tokens < 1 then wait = (1 - tokens) / rate else tokens = tokens - 1 end
+redis.call('HSET', KEYS[1], 'tokens', tostring(tokens), 'last', tostring(now))
+redis.call('PEXPIRE', KEYS[1], math.ceil((burst - tokens) / rate * 1000) + 1000)
+return tostring(wait)
+"""
+
+
+class RedisRateLimiter(RateLimiter):
+    """``RateLimiter`` with its buckets in Redis (``url``), under ``prefix:client``. Redis out of
+    reach: this process's own buckets stand in (each replica then limits on its own) and Redis
+    is tried again ``retry_after`` seconds later, so a dead Redis neither stops the site nor
+    slows every request by a connection timeout."""
+
+    def __init__(
+        self, url: str, prefix: str, per_minute: float, burst: int, retry_after: float = 5.0
+    ) -> None:
+        import redis  # the serve extra installs it; only a cluster needs it
+
+        super().__init__(per_minute, burst)
+        self.prefix, self.retry_after = prefix, retry_after
+        self.errors = redis.RedisError
+        self.client = redis.Redis.from_url(url, socket_timeout=0.5, socket_connect_timeout=0.5)
+        self.script = self.client.register_script(TAKE)
+        self._down_until = 0.0
+        self.fallbacks = 0  # decisions taken locally because Redis was out of reach
+
+    def allow(self, client: str) -> float:
+        if not self.enabled:
+            return 0.0
+        if time.monotonic() >= self._down_until:
+            try:
+                wait = self.script(keys=[f"{self.prefix}:{client}"], args=[self.rate, self.burst])
+                return float(wait)
+            except self.errors as exc:
+                self._down_until = time.monotonic() + self.retry_after
+                log.warning("rate limit: Redis out of reach (%s), limiting in this process", exc)
+        self.fallbacks += 1
+        return super().allow(client)
+
+
+def make_limiter(redis_url: str | None, name: str, per_minute: float, burst: int) -> RateLimiter:
+    """The limiter a server uses: its own buckets, or with ``redis_url`` the buckets every
+    server sharing that Redis shares (``name`` keeps the API's and the admin route's apart)."""
+    if redis_url and per_minute > 0:
+        return RedisRateLimiter(redis_url, f"duilian:ratelimit:{name}", per_minute, burst)
+    return RateLimiter(per_minute, burst)

@@ -102,6 +102,12 @@ class Settings(BaseSettings):
         default=6, description="admin requests per client and minute (tokens tried included); 0: off"
     )
     admin_rate_limit_burst: int = Field(default=5, description="admin requests a client may send at once")
+    redis_url: str | None = Field(
+        default=None,
+        description="redis://host:port/db holding the rate limits' buckets, shared by every server "
+        "given the same URL (replicas behind a load balancer: one client, one limit); None "
+        "(default): each server limits in its own memory",
+    )
     trusted_proxies: str = Field(
         default="",
         description="comma-separated addresses of reverse proxies whose X-Forwarded-For and "
@@ -138,6 +144,13 @@ class Settings(BaseSettings):
         if isinstance(value, str) and value.strip().lower() in ("", "off", "none"):
             return None
         return value
+
+    @field_validator("redis_url")
+    @classmethod
+    def _redis_scheme(cls, url: str | None) -> str | None:
+        if url is not None and not url.startswith(("redis://", "rediss://", "unix://")):
+            raise ValueError("the Redis URL must start with redis://, rediss:// or unix://")
+        return url or None
 
     @field_validator("database_url")
     @classmethod

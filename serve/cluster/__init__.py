@@ -1,0 +1,1 @@
+"""Several servers behind HAProxy: ``python -m serve.cluster up --replicas 3`` (docs/ARCHITECTURE.md)."""
