@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import logging
 import os
 import sys
 from collections.abc import Iterator, Sequence
@@ -379,8 +380,20 @@ def generate(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: Te
     return status
 
 
+def show_progress() -> None:
+    """The ONNX engine's two lines of a first run (exporting, and in how long) on stderr, as
+    they are: the command's own lines, none of the libraries'."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("duilian: %(message)s"))
+    progress = logging.getLogger("model.decoding.onnx_engine")
+    progress.addHandler(handler)
+    progress.setLevel(logging.INFO)
+    progress.propagate = False  # a library may have given the root logger a handler
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
+    show_progress()
     try:
         return generate(args, sys.stdin, sys.stdout, sys.stderr)
     except KeyboardInterrupt:

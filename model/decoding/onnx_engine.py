@@ -27,6 +27,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import tempfile
+import time
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -41,6 +42,8 @@ from model.decoding.graph_keys import OPSET
 from model.decoding.lattice import LatticeSteps
 from model.net.capabilities import LISTED_IN_GRAPH, LISTED_ROWS, REORDER_BEAMS
 from model.net.config import ModelConfig
+
+log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from model.net.tagger import CoupletTagger
@@ -150,6 +153,29 @@ class _Graph:
         return cast(list[np.ndarray], self.session.run(None, feed))
 
 
+def _built(
+    exports: dict[str, Callable[[], bytes]], int8: bool, threads: int, cache: GraphCache | None, what: str
+) -> dict[str, _Graph]:
+    """Each graph from the cache, else exported (``_Graph.build``); the first export of a model
+    says so, once it starts and once it is done, with its time: the only lines of a first run."""
+    started: list[float] = []
+
+    def timed(name: str) -> Callable[[], bytes]:
+        def export() -> bytes:
+            if not started:
+                started.append(time.perf_counter())
+                where = f"; kept in {cache.folder}" if cache is not None else ""
+                log.info("ONNX: exporting the %s model's graphs (the first run only%s) ...", what, where)
+            return exports[name]()
+
+        return export
+
+    graphs = {name: _Graph.build(timed(name), int8, threads, cache, name) for name in exports}
+    if started:
+        log.info("ONNX: the %s model's graphs exported in %.1f s", what, time.perf_counter() - started[0])
+    return graphs
+
+
 def _unpadded(src: np.ndarray) -> np.ndarray:
     if (src == PAD_ID).any():
         raise ValueError("the ONNX engine decodes unpadded sources only (one length per batch)")
@@ -239,11 +265,10 @@ class OnnxTransformer(_CachedEngine):
 
         cache = GraphCache(cache_dir, key or model_key(model)) if cache_dir is not None else None
         specs = transformer_specs(model)
-        graphs = {
-            name: _Graph.build(exporter(specs[name]), int8, threads, cache, name)
-            for name in TRANSFORMER_GRAPHS
-        }
-        self._init(model.cfg, graphs)
+        exports = {name: exporter(specs[name]) for name in TRANSFORMER_GRAPHS}
+        self._init(
+            model.cfg, _built(exports, int8, threads, cache, "reverse" if model.cfg.reverse else "main")
+        )
 
     def _init(self, cfg: ModelConfig, graphs: dict[str, _Graph]) -> None:
         self.cfg = cfg
@@ -341,11 +366,8 @@ class OnnxTagger(LatticeSteps, _CachedEngine):
         from model.decoding.onnx_export import exporter, model_key, tagger_specs
 
         cache = GraphCache(cache_dir, key or model_key(model)) if cache_dir is not None else None
-        graphs = {
-            name: _Graph.build(exporter(spec), int8, threads, cache, name)
-            for name, spec in tagger_specs(model).items()
-        }
-        self._init(model.cfg, graphs)
+        exports = {name: exporter(spec) for name, spec in tagger_specs(model).items()}
+        self._init(model.cfg, _built(exports, int8, threads, cache, "proposer"))
 
     def _init(self, cfg: ModelConfig, graphs: dict[str, _Graph]) -> None:
         self.cfg = cfg

@@ -55,9 +55,12 @@ def _export(
     # one tensor object given for two inputs is taken for one input aliased twice (the graph
     # would read the first layer's cache for every layer): every input its own copy
     args = tuple(a.clone() for a in args)
-    quiet = logging.getLogger("torch.onnx")  # it logs a warning per torchvision operator it lacks
-    level = quiet.level
-    quiet.setLevel(logging.ERROR)
+    # torch.onnx logs a warning per torchvision operator it lacks; onnxscript's optimiser and
+    # onnx_ir about 100 INFO lines a graph, which a server's root logger would print
+    quiet = {name: logging.getLogger(name) for name in ("torch.onnx", "onnxscript", "onnx_ir")}
+    levels = {name: logger.level for name, logger in quiet.items()}
+    for logger in quiet.values():
+        logger.setLevel(logging.ERROR)
     try:
         with warnings.catch_warnings(), torch.no_grad():
             warnings.simplefilter("ignore")  # notes on the opset it converts to, and on torch.export
@@ -74,7 +77,8 @@ def _export(
                 verbose=False,
             )
     finally:
-        quiet.setLevel(level)
+        for name, logger in quiet.items():
+            logger.setLevel(levels[name])
     if program is None:  # only the TorchScript exporter, writing to a file, returns None
         raise RuntimeError("the ONNX exporter gave no program")
     return cast(bytes, program.model_proto.SerializeToString())

@@ -1,0 +1,64 @@
+"""A first start shows the project's own lines only: the ONNX exporter's (onnxscript's,
+onnx_ir's) INFO lines are silenced, and the first export says so once, with its time."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import httpx
+
+from crawler.localredis import free_port
+from data.paths import ROOT
+from tests.serve.test_observability import wait_until
+
+LIBRARIES = ("onnxscript", "onnx_ir", "torch.onnx", "torch.export")
+
+
+def test_a_first_server_start_logs_one_export_and_none_of_the_exporters_lines(
+    bundle_a: Path, tmp_path: Path
+) -> None:
+    port, log_file = free_port(), tmp_path / "server.log"
+    env = {
+        **os.environ,
+        "DUILIAN_WORK_DIR": str(tmp_path / "work"),
+        "DUILIAN_GRAPH_CACHE": str(tmp_path / "g"),
+        "DUILIAN_SERVE_DECODE_PROCESSES": "0",
+    }
+    args = ["--model", str(bundle_a), "--database-url", f"sqlite:///{tmp_path}/f.db", "--port", str(port)]
+    with log_file.open("w") as err:
+        server = subprocess.Popen([sys.executable, "-m", "serve", *args], env=env, stdout=err, stderr=err)
+    try:
+
+        def up() -> bool:
+            assert server.poll() is None, log_file.read_text()
+            try:
+                return httpx.get(f"http://127.0.0.1:{port}/api/v1/health", timeout=5).status_code == 200
+            except httpx.TransportError:
+                return False
+
+        wait_until(up, 240, "the server answers")
+    finally:
+        server.send_signal(signal.SIGTERM)
+        server.wait(timeout=60)
+    lines = log_file.read_text(encoding="utf-8").splitlines()
+    assert not [line for line in lines if any(name in line for name in LIBRARIES)], "\n".join(lines[:20])
+    assert sum("ONNX: exporting the main model's graphs" in line for line in lines) == 1
+    assert sum("ONNX: the main model's graphs exported in" in line for line in lines) == 1
+    assert len(lines) < 30, "\n".join(lines)
+
+
+def test_a_first_command_line_run_prints_its_own_lines_only(bundle_a: Path, tmp_path: Path) -> None:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    script = Path(sys.executable).with_name("duilian")
+    args = ["generate", "春风得意", "-n", "1", "--model", str(bundle_a), "--graph-cache", str(tmp_path)]
+    run = subprocess.run(
+        [str(script), *args], capture_output=True, text=True, env=env, timeout=300, check=False
+    )
+    assert run.returncode == 0, run.stderr
+    err = run.stderr.splitlines()
+    assert err and all(line.startswith("duilian: ONNX: ") for line in err), run.stderr
+    assert any("exported in" in line for line in err)
