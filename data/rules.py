@@ -1,38 +1,64 @@
 """The couplet rules of docs/COUPLET_RULES.md as checks on a finished pair of strings.
 
 The decoder enforces the same rules during search (model/decoding/score_rules.py); these checks are
-what evaluation, the API's per-candidate report and the tests use to verify the result.
+what evaluation, the API's per-candidate report and the tests use to verify the result. Each hard
+rule's verdict is "no fault": the ``*_faults`` functions say where a rule is broken, so the check of
+a couplet (duilian/check.py) and the data stage's filters read one implementation.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from data.text import clauses, is_han, is_punct, repeat_pattern
 from data.tones import Tone, line_tones, opposed, wanted_end
 
 HARD_RULES = ("length", "punctuation", "repeats", "no_reuse")
+# 马蹄韵 counts clauses (分句) between pause marks: quotes, brackets and the middle dot sit
+# inside a clause (《论语》 is no clause of its own), unlike data.text.clauses' stretches
+NOT_CLAUSE_ENDS = frozenset("“”‘’《》（）「」『』〈〉【】·")
 
 
 def same_length(upper: str, lower: str) -> bool:
     return len(upper) == len(lower)
 
 
+def punctuation_faults(upper: str, lower: str) -> list[int]:
+    """Positions (up to the shorter line's end) where a mark of either line is not mirrored."""
+    return [
+        i
+        for i, (u, w) in enumerate(zip(upper, lower, strict=False))
+        if u != w and (is_punct(u) or is_punct(w))
+    ]
+
+
 def punctuation_mirrored(upper: str, lower: str) -> bool:
     """The same mark at every punctuation position of the upper line, and none elsewhere."""
-    if len(upper) != len(lower):
-        return False
-    return all((is_punct(u) or is_punct(w)) <= (u == w) for u, w in zip(upper, lower, strict=True))
+    return len(upper) == len(lower) and not punctuation_faults(upper, lower)
+
+
+def repeat_faults(upper: str, lower: str) -> list[int]:
+    """Positions where the lines' repeat patterns (``data.text.repeat_pattern``) differ; past
+    the shorter line's end, every position."""
+    pu, pl = repeat_pattern(upper), repeat_pattern(lower)
+    if pu == pl:
+        return []
+    return [i for i in range(max(len(pu), len(pl))) if i >= min(len(pu), len(pl)) or pu[i] != pl[i]]
 
 
 def repeats_mirrored(upper: str, lower: str) -> bool:
-    return repeat_pattern(upper) == repeat_pattern(lower)
+    return not repeat_faults(upper, lower)
+
+
+def reused_positions(upper: str, lower: str) -> list[int]:
+    """Positions of the lower line that hold a Han character of the upper line."""
+    han = {ch for ch in upper if is_han(ch)}
+    return [i for i, ch in enumerate(lower) if ch in han]
 
 
 def no_reuse(upper: str, lower: str) -> bool:
-    han = {ch for ch in upper if is_han(ch)}
-    return not any(ch in han for ch in lower)
+    return not reused_positions(upper, lower)
 
 
 def last_tone(tones: list[Tone], line: str) -> Tone:
@@ -76,6 +102,61 @@ def no_three_level_tail(lower_tones: list[Tone]) -> bool:
     return not (len(tail) == 3 and all(t == Tone.LEVEL for t in tail))
 
 
+def clause_spans(line: str) -> list[tuple[int, int]]:
+    """(start, end) of each clause (分句), from its first character to after its last: clauses
+    end at pause marks (，、；：。？！…— and the like), not at ``NOT_CLAUSE_ENDS``."""
+    spans: list[tuple[int, int]] = []
+    start = last = -1
+    for i, ch in enumerate(line):
+        if not is_punct(ch):
+            start, last = (i if start < 0 else start), i
+        elif ch not in NOT_CLAUSE_ENDS and last >= 0:
+            spans.append((start, last + 1))
+            start = last = -1
+    return [*spans, (start, last + 1)] if last >= 0 else spans
+
+
+def clause_ends(line: str) -> list[int]:
+    """The position of each clause's last character (``clause_spans``)."""
+    return [end - 1 for _, end in clause_spans(line)]
+
+
+def hoof_pattern(n: int, lower: bool = False) -> list[Tone]:
+    """马蹄韵's clause-end tones for a line of ``n`` clauses: counted back from the last clause,
+    仄, 平平, 仄仄, 平平 ... in the upper line (仄顶仄，平顶平), each one opposed in the lower."""
+    upper = [Tone.OBLIQUE if ((n - k) // 2) % 2 == 0 else Tone.LEVEL for k in range(n)]
+    return [Tone.LEVEL if t == Tone.OBLIQUE else Tone.OBLIQUE for t in upper] if lower else upper
+
+
+def hoof_ends(tones: Sequence[Tone], line: str, lower: bool = False) -> list[tuple[int, Tone, bool | None]]:
+    """(position, wanted tone, kept) of each clause end of a line of two or more clauses (none
+    for one clause); kept is None where the tone is unknown (an either-tone reading keeps it)."""
+    ends = clause_ends(line)
+    if len(ends) < 2:
+        return []
+    wanted = hoof_pattern(len(ends), lower)
+    return [(p, w, bool(tones[p] & w) if tones[p] else None) for p, w in zip(ends, wanted, strict=True)]
+
+
+def verdict(kept: Iterable[bool | None]) -> bool | None:
+    """False if one is broken, else None if one is unknown (or there are none), else True."""
+    seen = list(kept)
+    if any(k is False for k in seen):
+        return False
+    return None if not seen or any(k is None for k in seen) else True
+
+
+def horse_hoof(
+    upper_tones: Sequence[Tone], lower_tones: Sequence[Tone], upper: str, lower: str
+) -> bool | None:
+    """马蹄韵 (docs/COUPLET_RULES.md): both lines' clause ends keep the pattern; None for one
+    clause, clause counts that differ, or an unknown tone at a clause end."""
+    up, low = hoof_ends(upper_tones, upper), hoof_ends(lower_tones, lower, lower=True)
+    if not up or len(up) != len(low):
+        return None
+    return verdict(kept for _, _, kept in up + low)
+
+
 @dataclass(frozen=True)
 class RuleReport:
     length: bool
@@ -85,6 +166,7 @@ class RuleReport:
     tone_end: bool | None
     rhythm: float | None
     no_three_level_tail: bool
+    horse_hoof: bool | None = None  # 马蹄韵: None for one clause (or an unknown tone)
 
     @property
     def hard_ok(self) -> bool:
@@ -112,6 +194,7 @@ def check(
         tone_end=tone_end_ok(ut, lt, upper, lower),
         rhythm=rhythm_share(ut, lt, upper),
         no_three_level_tail=no_three_level_tail(lt),
+        horse_hoof=horse_hoof(ut, lt, upper, lower),
     )
 
 

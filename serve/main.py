@@ -29,7 +29,7 @@ from serve.logs import configure_logging
 from serve.observability import Metrics, Observe
 from serve.observability import router as metrics_router
 from serve.ratelimit import make_limiter
-from serve.routers import admin, alternatives, banners, feedback, generate, info, scroll, site
+from serve.routers import admin, alternatives, banners, check, feedback, generate, info, scroll, site
 from serve.settings import Settings
 
 log = logging.getLogger("serve")
@@ -101,6 +101,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         generate.router,
         alternatives.router,
         banners.router,
+        check.router,
         scroll.router,
         feedback.router,
         info.router,

@@ -1,0 +1,50 @@
+"""POST /api/v1/check: a couplet a person wrote, checked against the couplet rules (duilian/check.py)."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, HTTPException, status
+from pydantic import Field
+
+from duilian.check import CheckReport, check_couplet, known_couplet
+from serve.deps import RateLimited, ServiceDep, SettingsDep
+from serve.schemas import Request, ToneMode
+from serve.validation import clean_line
+
+router = APIRouter(tags=["couplets"], dependencies=[RateLimited])
+
+
+class CheckRequest(Request):
+    upper: str = Field(..., max_length=200, description="上联, at most 100 characters")
+    lower: str = Field(
+        ...,
+        max_length=200,
+        description="下联, at most 100 characters (a length unlike the upper's is reported)",
+    )
+    tone_mode: ToneMode = Field(
+        "modern", description="modern, lenient, or classical (古声: the 平水韵's 入声 characters oblique)"
+    )
+
+
+@router.post(
+    "/check",
+    response_model=CheckReport,
+    responses={422: {"description": "a line refused; `detail` says why, in Chinese and English"}},
+)
+def check(body: CheckRequest, settings: SettingsDep, service: ServiceDep) -> CheckReport:
+    """Every couplet rule kept or broken and where, clause by clause, with each character's tone, the
+    word pairs and how well they pair, and whether the couplet is one of the model's training pairs.
+    Lines of unequal length are checked too (the length rule says where they part)."""
+    upper = clean_line(body.upper, settings.max_chars)
+    lower = clean_line(body.lower, settings.max_chars, ("下联", "The lower line"))
+    model = service.model  # one read: a reload mid-request does not mix two models
+    bundle = model.bundle
+    lowers = bundle.known_lowers(upper)
+    known = known_couplet(
+        upper, lower, lowers, bundle.in_training_data(upper), model.known_lines(upper, lowers)
+    )
+    try:
+        return check_couplet(upper, lower, body.tone_mode, bundle.pairing, known)
+    except ValueError as exc:  # e.g. classical tones without a 入声 table
+        raise HTTPException(
+            status.HTTP_422_UNPROCESSABLE_CONTENT, detail=f"请求无法处理 / Cannot do this request: {exc}"
+        ) from exc
