@@ -38,7 +38,16 @@ from model.decoding.blocked import BlockedWords, NoBlockedWords
 from model.decoding.long_lines import LONG_FROM, generate_long
 from model.decoding.onnx_engine import OnnxTagger, OnnxTransformer
 from model.decoding.options import ALTERNATIVE_POOL, MAX_CANDIDATES, RUNTIMES, DecodeOptions, Runtime
-from model.decoding.plan import FREE, ConstraintError, Plan, check_lock, check_lock_pattern, plan_request
+from model.decoding.plan import (
+    FREE,
+    ConstraintError,
+    Plan,
+    check_lock,
+    check_lock_pattern,
+    hoof_wants,
+    plan_request,
+    with_hoof,
+)
 from model.decoding.score_rules import StepRule, Weights, build_rules, fuse
 from model.decoding.search import forced_search, next_scores, rescore, run_search, strategy_for
 from model.decoding.shortlist import Shortlist
@@ -565,6 +574,10 @@ class ModelView:
         line's word boundaries, so the filter in the search reads the words the check of a
         finished line reads (jieba may segment a line with its marks left out otherwise)."""
         plan = decoder.plan(self.line, replace(options, locks=self.locks(options.locks, decoder.vocab)))
+        hoof = (
+            hoof_wants(self.original, options.tone_mode, decoder.reverse, self.kept) if options.rules else {}
+        )
+        plan = with_hoof(plan, hoof)  # (马蹄韵 read on the whole line, its marks included)
         return plan if plan.length == len(self.original) else replace(plan, word_bounds=self.word_bounds())
 
     def word_bounds(self) -> tuple[bool, ...]:

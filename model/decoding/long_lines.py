@@ -40,7 +40,7 @@ from data.tones import Tone, line_tones, wanted_end
 from data.vocab import Vocab
 from model.decoding.answer import FORWARD, REVERSE, Answer, judged, tone_marks
 from model.decoding.options import DecodeOptions
-from model.decoding.plan import FREE, ConstraintError, Plan
+from model.decoding.plan import FREE, ConstraintError, Plan, hoof_wants, with_hoof
 
 LONG_FROM = 33  # upper lines of this many characters or more are answered segment by segment
 SEGMENT_CHARS = 16  # the longest segment joined from clauses (training lines: median 7, at most 32)
@@ -140,6 +140,7 @@ def generate_long(decoder: SegmentDecoder, upper: str, options: DecodeOptions) -
     # where the tone-end rule sits: the first occurrence of the last character (-1: no rule)
     asked = options.rules and options.tone_end and last_char >= 0 and want != Tone.EITHER
     end_head = upper.index(upper[last_char]) if asked else -1
+    hoof = hoof_wants(upper, options.tone_mode, decoder.reverse) if options.rules else {}  # the whole line's
     beam = [_Prefix("", 0.0, 0.0)]
     for k, (start, end) in enumerate(spans):
         last = k == len(spans) - 1
@@ -162,6 +163,8 @@ def generate_long(decoder: SegmentDecoder, upper: str, options: DecodeOptions) -
                 continue  # this prefix leaves the segment no line: drop it
             banned = upper_ids | {i for ch in prefix.text if is_han(ch) for i in decoder.vocab.encode(ch)}
             plan = replace(plan, upper_ids=frozenset(banned - set(plan.lock)))
+            at = {start + pos: j for j, pos in enumerate(view.kept)}
+            plan = with_hoof(plan, {at[p]: tone for p, tone in hoof.items() if p in at})
             if not last and start <= end_head < end and end_head - start in view.kept:
                 # the line's last character repeats one of this segment: its tone is chosen here
                 plan = replace(plan, end_pos=view.kept.index(end_head - start), want_end=want)

@@ -5,11 +5,12 @@ message in Chinese and English, before any search."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
 
 import numpy as np
 
+from data.rules import hoof_ends, hoof_pattern, verdict
 from data.segment import boundaries
 from data.text import is_any_punct, is_han, is_punct
 from data.tones import Tone, line_tones, wanted_end
@@ -66,6 +67,9 @@ class Plan:
     # (L+1,) the word boundaries the sensitive-word filter reads (data/segment.py); None: those
     # of ``upper`` itself (decoding.decoder.ModelView gives the whole line's, for a shortened one)
     word_bounds: tuple[bool, ...] | None = None
+    # 马蹄韵 (``with_hoof``): (position, tone) of each clause end of the line written that must
+    # have that tone, at its repeat group's first position; () where the rule is not enforced
+    hoof: tuple[tuple[int, Tone], ...] = ()
 
     @property
     def length(self) -> int:
@@ -241,6 +245,41 @@ def plan_request(
         upper, rules, mode, tuple(punct), tuple(copy_of), tuple(lock), upper_ids, tones, end_pos, want,
         tuple(required), tuple(free),
     )  # fmt: skip
+
+
+def hoof_wants(
+    line: str, mode: str, reverse: bool = False, kept: Sequence[int] | None = None
+) -> dict[int, Tone]:
+    """马蹄韵 for the line to write: where the given ``line`` (an upper line; with ``reverse`` a
+    lower line) keeps 马蹄韵 at every clause end (``data.rules.hoof_ends``), the tone each clause
+    end of the line written must have, by position of ``line``: the mirrored pattern, but for the
+    last clause's end, which the tone-end rule holds. Empty for one clause or a line that breaks
+    it (then the report says so, and the search does not insist). ``kept``: the positions of
+    ``line`` the plan's line holds (``decoder.ModelView``), whose indices the answer is by then."""
+    ends = hoof_ends(line_tones(line, mode), line, lower=reverse)
+    if not ends or verdict(kept for _, _, kept in ends) is not True:
+        return {}
+    wanted = hoof_pattern(len(ends), lower=not reverse)
+    at = {pos: j for j, pos in enumerate(range(len(line)) if kept is None else kept)}
+    return {at[pos]: tone for (pos, _, _), tone in zip(ends[:-1], wanted[:-1], strict=True) if pos in at}
+
+
+def with_hoof(plan: Plan, wants: Mapping[int, Tone]) -> Plan:
+    """``plan`` with ``wants`` (``hoof_wants``, by position of ``plan.upper``) as its 马蹄韵 rule:
+    each at its repeat group's first position. A locked place, or a group asked for two tones, is
+    left to the lock (reported, not enforced); so is every place of a plan with 嵌字, whose
+    characters' room the rule would narrow (``RequiredChars`` counts on the end's tone alone)."""
+    if not plan.rules or plan.required or not wants:
+        return replace(plan, hoof=())
+    heads: dict[int, Tone] = {}
+    clash: set[int] = set()
+    for pos, tone in wants.items():
+        head = plan.copy_of[pos] if plan.copy_of[pos] >= 0 else pos
+        if plan.lock[head] >= 0 or plan.punct[head] >= 0:
+            continue
+        if heads.setdefault(head, tone) != tone:
+            clash.add(head)
+    return replace(plan, hoof=tuple((h, t) for h, t in sorted(heads.items()) if h not in clash))
 
 
 def _upper_tones(upper: str, mode: str) -> tuple[Tone, ...]:

@@ -172,6 +172,16 @@ class ToneEnd(PositionRule):
                 table[n, plan.end_pos, ~self.tables.end_ok(plan.mode, plan.want_end)] = NEG_INF
 
 
+class HorseHoof(PositionRule):
+    """马蹄韵 (data.rules.horse_hoof), where the given line keeps it: each clause end of the line
+    written (but the last, ``ToneEnd``'s) takes the tone the pattern gives it (``Plan.hoof``)."""
+
+    def add_to(self, table: np.ndarray) -> None:
+        for n, plan in enumerate(self.plans):
+            for pos, want in plan.hoof:
+                table[n, pos, ~self.tables.end_ok(plan.mode, want)] = NEG_INF
+
+
 class Locks(PositionRule):
     """The user's characters at the locked positions (a pattern such as ``__春___``, 藏头);
     with the rules on, a locked character appears nowhere else (repeats must mirror)."""
@@ -363,6 +373,8 @@ def build_rules(
     stepwise: list[StepRule] = []
     if plans[0].rules:
         position += [PunctuationMirrored(plans, tables), NoReuse(plans, tables), ToneEnd(plans, tables)]
+        if any(p.hoof for p in plans):
+            position.append(HorseHoof(plans, tables))
         if weights.rhythm:
             position.append(Rhythm(plans, tables, weights.rhythm))
         stepwise.append(RepeatsMirrored(plans))
