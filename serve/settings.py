@@ -148,9 +148,9 @@ class Settings(BaseSettings):
     @field_validator("redis_url")
     @classmethod
     def _redis_scheme(cls, url: str | None) -> str | None:
-        if url is not None and not url.startswith(("redis://", "rediss://", "unix://")):
+        if url and not url.startswith(("redis://", "rediss://", "unix://")):
             raise ValueError("the Redis URL must start with redis://, rediss:// or unix://")
-        return url or None
+        return url or None  # empty: none
 
     @field_validator("database_url")
     @classmethod

@@ -22,6 +22,7 @@ from serve.cluster.haproxy import HAProxy, ProxySetup
 from serve.cluster.postgres import LocalPostgres
 
 log = logging.getLogger("serve.cluster")
+RESTART_GAP = 5.0  # seconds at least between two starts of one replica
 
 
 @dataclass
@@ -57,6 +58,7 @@ class Replica:
         self.name, self.port, self.cmd, self.env, self.log = name, port, cmd, env, log
         self.proc: subprocess.Popen[bytes] | None = None
         self.restarts = 0
+        self.started_at = 0.0  # time.monotonic() of the last start
 
     @property
     def url(self) -> str:
@@ -65,6 +67,7 @@ class Replica:
     def start(self) -> None:
         with self.log.open("ab") as out:
             self.proc = subprocess.Popen(self.cmd, env=self.env, stdout=out, stderr=subprocess.STDOUT)
+        self.started_at = time.monotonic()
 
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
@@ -167,13 +170,18 @@ class Cluster:
         return time.monotonic() - start
 
     def _watch(self) -> None:
+        dead: set[str] = set()  # noticed, not started again yet
         while not self._stopping.wait(0.2):
             for r in self.replicas:
                 if r.proc is None or r.proc.poll() is None or self._stopping.is_set():
                     continue
-                self.events.append(Event(time.monotonic(), r.name, "died"))
-                log.warning("replica %s (port %d) exited with %s", r.name, r.port, r.proc.returncode)
-                if self.setup.restart:
+                if r.name not in dead:
+                    dead.add(r.name)
+                    self.events.append(Event(time.monotonic(), r.name, "died"))
+                    log.warning("replica %s (port %d) exited with %s", r.name, r.port, r.proc.returncode)
+                # one that dies as it starts (a bad bundle, a port taken) is tried every RESTART_GAP s
+                if self.setup.restart and time.monotonic() - r.started_at >= RESTART_GAP:
+                    dead.discard(r.name)
                     r.restarts += 1
                     r.start()
                     self.events.append(Event(time.monotonic(), r.name, "restarted"))

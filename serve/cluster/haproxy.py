@@ -9,9 +9,11 @@ The configuration (``config``) is the deployment's contract with the proxy; each
   refused or reset under real traffic is out at once, without waiting for the next check;
 - ``retry-on conn-failure empty-response`` with ``retries`` and ``option redispatch 1``: a
   request that a dead replica never answered (refused, or closed with no byte of answer) is sent
-  again, to another replica. A POST too: feedback carries an ``Idempotency-Key`` so that a
-  feedback a replica stored before it died is not stored twice by the retry. A 429 or any other
-  answer is never retried;
+  again, to another replica. HAProxy keeps a request for a retry only if it had the whole of it
+  when it sent it, so ``option http-buffer-request`` makes it read the body first (bodies are
+  at most 4 KB here); without it a POST whose body came after its headers got a 502. POSTs are
+  retried too: feedback carries an ``Idempotency-Key`` so that a feedback a replica stored
+  before it died is not stored twice by the retry. A 429 or any other answer is never retried;
 - the client's own ``X-Forwarded-For``/``Forwarded`` headers are dropped at the front and
   ``option forwardfor`` writes the address HAProxy saw; HAProxy connects to the replicas from
   ``source`` (127.0.0.2 on one machine), the one address the replicas believe forwarded
@@ -57,9 +59,12 @@ def config(setup: ProxySetup) -> str:
     return f"""# written by serve/cluster/haproxy.py (python -m serve.cluster); see its docstring
 global
     maxconn 4096
+    log stdout format raw local0 info
 {stats}
 defaults
     mode http
+    log global
+    option httplog
     timeout connect 1s
     timeout client 60s
     timeout server 120s
@@ -80,6 +85,10 @@ backend {BACKEND}
     http-check send meth GET uri /api/v1/health
     http-check expect status 200
     option forwardfor
+    # the whole body before a replica is chosen: HAProxy keeps a copy for a retry only of a
+    # request it has received entirely (a body sent after its headers, as most clients send
+    # it, would otherwise go out unbuffered and a POST could not be retried)
+    option http-buffer-request
     retries {setup.retries}
     retry-on conn-failure empty-response
     option redispatch 1

@@ -137,20 +137,36 @@ def test_a_retried_feedback_post_is_stored_once_whichever_replica_gets_it(cluste
 
 
 def test_a_killed_replica_is_taken_out_and_every_request_is_answered(cluster: Cluster) -> None:
+    """r1 is frozen (SIGSTOP) while requests reach it, then killed (SIGKILL): the requests it
+    held, which it never read, are sent again to r2 (retry-on empty-response, redispatch), a
+    feedback post among them stored once; the next requests all go to r2; r1 comes back."""
     assert cluster.proxy is not None and sorted(cluster.proxy.up()) == ["r1", "r2"]
     victim = cluster.replica("r1")
-    victim.kill(signal.SIGKILL)
-    killed = time.monotonic()
-    # requests keep coming, each from a fresh address (no rate limit in the way): HAProxy sends
-    # those r1 refuses to r2, and soon sends r1 none
-    replies = []
-    for i in range(20):
-        with client(cluster.url, f"127.0.1.{i + 1}") as http:
-            replies.append(generate(http, i))
-    assert [r.status_code for r in replies] == [200] * 20, [r.text for r in replies if r.status_code != 200]
-    assert {r.headers["X-Served-By"] for r in replies} == {"r2"}
+    upper, lower = PAIRS[7]
+
+    def send(i: int) -> httpx.Response:
+        with client(cluster.url, f"127.0.1.{i + 1}") as http:  # a fresh address: no limit in the way
+            if i % 2:
+                key = {"Idempotency-Key": str(uuid.uuid4())}
+                body = {"kind": "own", "upper": upper, "lower": lower}
+                return http.post("/api/v1/feedback", json=body, headers=key)
+            return generate(http, i)
+
+    victim.kill(signal.SIGSTOP)
+    with ThreadPoolExecutor(4) as pool:
+        held = [pool.submit(send, i) for i in range(4)]  # round robin: two of them wait on r1
+        time.sleep(1.0)
+        victim.kill(signal.SIGKILL)
+        killed = time.monotonic()
+        first = [f.result() for f in held]
+    assert [r.status_code for r in first] == [200, 201, 200, 201], [r.text for r in first]
+    replies = [send(i) for i in range(4, 24)]  # and the next ones, one after another
+    assert [r.status_code for r in replies] == [200, 201] * 10, [r.text for r in replies]
+    assert {r.headers["X-Served-By"] for r in first + replies} == {"r2"}
     rows = cluster.proxy.servers()
     assert rows["r1"]["status"].startswith("DOWN"), rows["r1"]["status"]
+    assert int(rows["r1"]["wretr"] or 0) + int(rows["r1"]["wredis"] or 0) >= 2, rows["r1"]
+    assert feedback_rows(cluster, upper) == 12  # one row per key
     # the watcher starts r1 again on its port; HAProxy's checks bring it back
     deadline = killed + 120
     while sorted(cluster.proxy.up()) != ["r1", "r2"]:

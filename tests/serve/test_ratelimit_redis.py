@@ -9,9 +9,11 @@ import time
 from collections.abc import Iterator
 
 import pytest
+from pydantic import ValidationError
 
 from crawler.localredis import LocalRedis
 from serve.ratelimit import RateLimiter, RedisRateLimiter, make_limiter
+from serve.settings import Settings, settings_problems
 
 pytestmark = pytest.mark.redis
 
@@ -66,3 +68,10 @@ def test_make_limiter_chooses_by_the_settings() -> None:
     assert type(make_limiter(None, "api", 60, 5)) is RateLimiter
     assert type(make_limiter("redis://127.0.0.1:1/0", "api", 0, 5)) is RateLimiter  # off: no Redis
     assert isinstance(make_limiter("redis://127.0.0.1:1/0", "api", 60, 5), RedisRateLimiter)
+
+
+def test_a_redis_url_of_another_scheme_is_refused_at_start() -> None:
+    with pytest.raises(ValidationError) as e:
+        Settings(redis_url="http://127.0.0.1:6379/0")
+    assert "redis://" in settings_problems(e.value)
+    assert Settings(redis_url="").redis_url is None
