@@ -37,7 +37,15 @@ from model.decoding.decoder import Decoder
 from model.decoding.onnx_engine import OnnxTagger, OnnxTransformer
 from model.decoding.options import DIVERSE_PENALTY, MAX_CANDIDATES, DecodeOptions, Runtime
 from model.decoding.plan import ConstraintError
-from model.release.bundle import Bundle, graph_key, head_weight_t, load_bundle, model_config, model_file
+from model.release.bundle import (
+    Bundle,
+    graph_key,
+    head_weight_t,
+    load_bundle,
+    model_config,
+    model_file,
+    model_meta,
+)
 
 if TYPE_CHECKING:
     from model.net.checkpoint import CoupletModel
@@ -192,22 +200,71 @@ def build_decoder(
     )
 
 
-class LoadedModel:
+class Library:
+    """What a bundle holds besides its models: its version, word filters, known lower lines,
+    横批 table and model information. A server's process keeps one for what it answers itself,
+    while its decode workers hold the models (``LoadedModel`` is a ``Library`` with a decoder)."""
+
+    def __init__(self, bundle: Bundle, extra_filter: SensitiveFilter | None = None) -> None:
+        self.bundle = bundle
+        self.version = model_version(bundle)
+        bundled = bundle.sensitive_filter(allow_list()) if len(bundle.sensitive_hashes) else None
+        self.filters = [f for f in (bundled, extra_filter) if f is not None]
+        self._banners: list[BannerTable | None] = []  # the bundle's table, once loaded
+        self._banners_lock = threading.Lock()
+
+    def is_clean(self, text: str, upper: str | None = None) -> bool:
+        """No listed word in ``text``; with the ``upper`` line it answers, a word that straddles
+        two of that line's words with an end inside one is let through (data/segment.py), as
+        the search does."""
+        bounds = boundaries(upper) if upper is not None and self.filters else None
+        return all(f.is_clean(text, bounds) for f in self.filters)
+
+    def known_lines(self, upper: str, found: list[str] | None = None) -> list[str]:
+        """The clean ones of ``found`` (by default the bundle's lower lines for ``upper``), at most
+        ``KNOWN_SHOWN``."""
+        if found is None:
+            found = self.bundle.known_lowers(upper)
+        return [w for w in found if self.is_clean(w, upper)][:KNOWN_SHOWN]
+
+    def banner_table(self) -> BannerTable | None:
+        """The bundle's 横批 table without the phrases the filters refuse, loaded on first use;
+        None when the bundle has none."""
+        with self._banners_lock:
+            if not self._banners:
+                path = self.bundle.path / BANNERS_FILE
+                self._banners.append(load_banner_table(path, self.is_clean) if path.is_file() else None)
+            return self._banners[0]
+
+    def info(self) -> dict[str, Any]:
+        """The model's description (``GET /api/v1/model``), read without loading its weights."""
+        b = self.bundle
+        return {
+            "version": self.version,
+            "path": str(b.path),
+            "parameters": model_meta(b.path).get("n_params", 0),
+            "vocab_size": len(b.vocab),
+            "fingerprints": len(b.fingerprints),
+            "config": dict(b.meta.get("model_config", {})),
+            "model_card": b.model_card,
+            "data_card": b.data_card,
+            "eval": b.eval,
+            "fast_mode": b.has_proposer,
+            "reverse_model": b.has_reverse,
+        }
+
+
+class LoadedModel(Library):
     """One bundle with its decoder and sensitive-word filters, ready to answer."""
 
     def __init__(
         self, bundle: Bundle, extra_filter: SensitiveFilter | None = None, engine: Engine = Engine()
     ) -> None:
-        self.bundle = bundle
-        self.version = model_version(bundle)
+        super().__init__(bundle, extra_filter)
         self.decoder = build_decoder(bundle, engine, blocked_words(bundle, extra_filter))
         self.engine = engine
         self._reverse: list[Decoder] = []  # 下联求上联: the reverse model's decoder, built on first use
         self._reverse_lock = threading.Lock()
-        bundled = bundle.sensitive_filter(allow_list()) if len(bundle.sensitive_hashes) else None
-        self.filters = [f for f in (bundled, extra_filter) if f is not None]
-        self._banners: list[BannerTable | None] = []  # the bundle's table, once loaded
-        self._banners_lock = threading.Lock()
 
     @classmethod
     def load(
@@ -254,13 +311,6 @@ class LoadedModel:
                 )
             return self._reverse[0]
 
-    def is_clean(self, text: str, upper: str | None = None) -> bool:
-        """No listed word in ``text``; with the ``upper`` line it answers, a word that straddles
-        two of that line's words with an end inside one is let through (data/segment.py), as
-        the search does."""
-        bounds = boundaries(upper) if upper is not None and self.filters else None
-        return all(f.is_clean(text, bounds) for f in self.filters)
-
     def answer(self, query: Query, oversample: int = OVERSAMPLE, banners: bool = True) -> Answer:
         """The whole answer for one query, as the site gives it with the bundle's own known lower
         lines and 横批 table; raises ``ConstraintError`` (or ``ValueError``) for an impossible one."""
@@ -272,22 +322,6 @@ class LoadedModel:
             result = replace(result, known_lower_lines=known)
         table = self.banner_table() if banners else None
         return with_banners(result, table, query.tone_mode) if table is not None else result
-
-    def known_lines(self, upper: str, found: list[str] | None = None) -> list[str]:
-        """The clean ones of ``found`` (by default the bundle's lower lines for ``upper``), at most
-        ``KNOWN_SHOWN``."""
-        if found is None:
-            found = self.bundle.known_lowers(upper)
-        return [w for w in found if self.is_clean(w, upper)][:KNOWN_SHOWN]
-
-    def banner_table(self) -> BannerTable | None:
-        """The bundle's 横批 table without the phrases the filters refuse, loaded on first use;
-        None when the bundle has none."""
-        with self._banners_lock:
-            if not self._banners:
-                path = self.bundle.path / BANNERS_FILE
-                self._banners.append(load_banner_table(path, self.is_clean) if path.is_file() else None)
-            return self._banners[0]
 
     def answer_batch(self, queries: list[Query], oversample: int) -> list[Answer | Exception]:
         """Answers for queries that differ only in their upper line, decoded as one batch

@@ -30,6 +30,7 @@ from duilian.service import (
     DEFAULT_ENGINE,
     KNOWN_SHOWN,
     Engine,
+    Library,
     LoadedModel,
     set_decode_threads,
     word_filter,
@@ -241,11 +242,9 @@ class _Slot:
 class PooledModel:
     """A LoadedModel whose decodes run in worker processes, each holding its own copy.
 
-    Beam search is many small tensor operations, and Python holds its global lock between
-    them, so decode threads in one process barely run in parallel: two threads decoded 13.0
-    lines/s where two processes decoded 21.3 (the same 200 test lines, int8, 2 cores). The
-    server keeps its own copy for what it answers itself (model info, the sensitive-word
-    check of known lower lines).
+    Python's global lock keeps decode threads of one process from running side by side
+    (docs/EXPERIMENTS.md). The server keeps the bundle's ``Library`` (no models, no decoder)
+    for what it answers itself: the model info and the known lower lines.
 
     Each worker is on its own (``_Slot``) and a job goes to the one holding fewest. A worker
     that dies fails only the jobs it held (``WorkerLost``: a 503); the others go on answering
@@ -263,8 +262,8 @@ class PooledModel:
         restart_wait: float = 30.0,
         logs: LogSetup | None = None,
     ) -> None:
-        self.local = LoadedModel(load_bundle(path), extra)  # never decodes: eager fp32, no warm-up
-        self.version, self.bundle = self.local.version, self.local.bundle
+        self.library = Library(load_bundle(path, models=False), extra)  # what the server answers itself
+        self.version, self.bundle = self.library.version, self.library.bundle
         self.processes, self.restart_wait = processes, restart_wait
         self._start_args = (path, extra, engine, threads, logs)
         self.restarts = 0  # workers started after one died
@@ -370,10 +369,13 @@ class PooledModel:
                 self._changed.wait(timeout=min(left, 0.2))
 
     def is_clean(self, text: str) -> bool:
-        return self.local.is_clean(text)
+        return self.library.is_clean(text)
 
     def known_lines(self, upper: str, found: list[str] | None = None) -> list[str]:
-        return self.local.known_lines(upper, found)
+        return self.library.known_lines(upper, found)
+
+    def info(self) -> dict[str, Any]:
+        return self.library.info()
 
     def answer_batch(self, queries: list[Query], oversample: int) -> list[Answer | Exception]:
         return self._in_worker(_worker_answer, queries, oversample, REQUEST_ID.get())
@@ -544,17 +546,4 @@ class CoupletService:
             log.warning("known lower lines not loaded from %s: %s", path, exc)
 
     def info(self) -> dict[str, Any]:
-        b = self.model.bundle
-        return {
-            "version": self.model.version,
-            "path": str(b.path),
-            "parameters": sum(p.numel() for p in b.model.parameters()),
-            "vocab_size": len(b.vocab),
-            "fingerprints": len(b.fingerprints),
-            "config": dict(b.meta.get("model_config", {})),
-            "model_card": b.model_card,
-            "data_card": b.data_card,
-            "eval": b.eval,
-            "fast_mode": b.proposer is not None,
-            "reverse_model": b.reverse is not None,
-        }
+        return self.model.info()
