@@ -166,7 +166,7 @@ class RuleReport:
     tone_end: bool | None
     rhythm: float | None
     no_three_level_tail: bool
-    horse_hoof: bool | None = None  # 马蹄韵: None for one clause (or an unknown tone)
+    horse_hoof: bool | None  # 马蹄韵: None for one clause (or an unknown tone)
 
     @property
     def hard_ok(self) -> bool:
@@ -183,7 +183,7 @@ def check(
     mode)`` when the caller has read it already (the decoder reads it once per request and
     reports every candidate with it)."""
     if len(upper) != len(lower):
-        return RuleReport(False, False, False, no_reuse(upper, lower), None, None, True)
+        return RuleReport(False, False, False, no_reuse(upper, lower), None, None, True, None)
     ut = line_tones(upper, mode) if upper_tones is None else list(upper_tones)
     lt = line_tones(lower, mode)
     return RuleReport(

@@ -68,13 +68,11 @@ def known_bundle(tmp_path_factory: pytest.TempPathFactory, vocab: Vocab) -> Path
     )
 
 
-def test_json_is_the_apis_very_object_and_plain_text_is_readable(known_bundle: Path, tmp_path: Path) -> None:
-    upper, lower = "绿水青山，千秋画卷", "红梅白雪，万里诗篇"
-    out = run(upper, lower, "--model", str(known_bundle), "--json")
-    assert out.returncode == 0, out.stderr
+def api_answer(bundle: Path, folder: Path, upper: str, lower: str) -> dict:
+    """POST /api/v1/check's answer from the real app serving ``bundle``."""
     settings = Settings(
-        model_dir=known_bundle,
-        database_url=f"sqlite:///{tmp_path / 'feedback.db'}",
+        model_dir=bundle,
+        database_url=f"sqlite:///{folder / 'feedback.db'}",
         known_pairs=None,
         rate_limit_per_minute=0,
         decode_processes=0,
@@ -82,13 +80,36 @@ def test_json_is_the_apis_very_object_and_plain_text_is_readable(known_bundle: P
     app = create_app(settings)
     with TestClient(app) as client:
         wait_known(app)
-        answer = client.post("/api/v1/check", json={"upper": upper, "lower": lower}).json()
+        answer: dict = client.post("/api/v1/check", json={"upper": upper, "lower": lower}).json()
+    return answer
+
+
+def test_json_is_the_apis_very_object_and_plain_text_is_readable(known_bundle: Path, tmp_path: Path) -> None:
+    upper, lower = "绿水青山，千秋画卷", "红梅白雪，万里诗篇"
+    out = run(upper, lower, "--model", str(known_bundle), "--json")
+    assert out.returncode == 0, out.stderr
+    answer = api_answer(known_bundle, tmp_path, upper, lower)
     assert json.loads(out.stdout) == answer and answer["known"]["couplet_known"] is True
     text = run(upper, lower, "--model", str(known_bundle))
     assert text.returncode == 0, text.stderr
     assert "✓马蹄韵" in text.stdout and "合律" in text.stdout and "训练集中的对联" in text.stdout
     broken = run("春风，得意", "春雨得，意", "--model", str(known_bundle)).stdout
     assert "✗不重字（第1、3、5字）" in broken and "✗标点（第3、4字）" in broken
+
+
+def test_known_lines_are_screened_by_the_bundles_word_list_as_the_site_screens_them(
+    tmp_path_factory: pytest.TempPathFactory, vocab: Vocab, tmp_path: Path
+) -> None:
+    upper, lower = PAIRS[0]  # 春风得意 / 秋月生辉, its lower line holding the listed word
+    bundle = build_bundle(
+        tmp_path_factory.mktemp("models") / "words", vocab, seed=1, version="words", known=True,
+        sensitive=["生辉"],
+    )  # fmt: skip
+    out = run(upper, lower, "--model", str(bundle), "--json")
+    assert out.returncode == 0, out.stderr
+    answer = api_answer(bundle, tmp_path, upper, lower)
+    assert json.loads(out.stdout) == answer
+    assert answer["known"] == {"upper_known": True, "couplet_known": True, "known_lower_lines": []}
 
 
 @pytest.mark.parametrize(
