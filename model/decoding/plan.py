@@ -10,7 +10,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from data.rules import hoof_ends, hoof_pattern, verdict
+from data.rules import clause_ends, hoof_ends, hoof_pattern, verdict
 from data.segment import boundaries
 from data.text import is_any_punct, is_han, is_punct
 from data.tones import Tone, line_tones, wanted_end
@@ -256,6 +256,8 @@ def hoof_wants(
     last clause's end, which the tone-end rule holds. Empty for one clause or a line that breaks
     it (then the report says so, and the search does not insist). ``kept``: the positions of
     ``line`` the plan's line holds (``decoder.ModelView``), whose indices the answer is by then."""
+    if len(clause_ends(line)) < 2:  # (most lines: no tones to read)
+        return {}
     ends = hoof_ends(line_tones(line, mode), line, lower=reverse)
     if not ends or verdict(kept for _, _, kept in ends) is not True:
         return {}
