@@ -104,7 +104,7 @@ class Cluster:
 
     def __init__(self, setup: ClusterSetup) -> None:
         self.setup = setup
-        self.folder = setup.folder
+        self.folder = setup.folder.resolve()
         self.redis: LocalRedis | None = None
         self.postgres: LocalPostgres | None = None
         self.proxy: HAProxy | None = None

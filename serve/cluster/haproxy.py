@@ -113,19 +113,20 @@ class HAProxy:
         if binary is None:
             raise FileNotFoundError("haproxy not found (bash scripts/sysdeps.sh installs it)")
         self.binary = binary
-        self.folder = folder
+        self.folder = folder.resolve()  # a relative socket path would be read as host:port
         if setup.stats_socket is None:
-            setup = ProxySetup(**{**setup.__dict__, "stats_socket": folder / "haproxy.sock"})
+            setup = ProxySetup(**{**setup.__dict__, "stats_socket": self.folder / "haproxy.sock"})
         self.setup = setup
-        self.path = folder / "haproxy.cfg"
+        self.path = self.folder / "haproxy.cfg"
         self.proc: subprocess.Popen[bytes] | None = None
 
     def start(self, timeout: float = 10) -> HAProxy:
         self.folder.mkdir(parents=True, exist_ok=True)
         self.path.write_text(config(self.setup))
-        checked = subprocess.run([self.binary, "-c", "-q", "-f", str(self.path)], capture_output=True)
+        checked = subprocess.run([self.binary, "-c", "-f", str(self.path)], capture_output=True)
         if checked.returncode != 0:
-            raise RuntimeError(f"haproxy refuses {self.path}: {checked.stderr.decode(errors='replace')}")
+            said = (checked.stdout + checked.stderr).decode(errors="replace")
+            raise RuntimeError(f"haproxy refuses {self.path}:\n{said[-2000:]}")
         log = (self.folder / "haproxy.log").open("ab")
         self.proc = subprocess.Popen(
             [self.binary, "-db", "-f", str(self.path)], stdout=log, stderr=subprocess.STDOUT
