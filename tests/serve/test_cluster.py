@@ -136,6 +136,27 @@ def test_a_retried_feedback_post_is_stored_once_whichever_replica_gets_it(cluste
     assert feedback_rows(cluster, upper) == 2  # one row per key
 
 
+def test_a_hung_replica_fails_its_health_checks_and_is_out_until_it_answers_again(
+    cluster: Cluster,
+) -> None:
+    """r2 stops answering (SIGSTOP) but its port still takes connections, so only the health
+    checks can tell: it is out of rotation after two of them time out, back after two 200s."""
+    assert cluster.proxy is not None and sorted(cluster.proxy.up()) == ["r1", "r2"]
+    hung = cluster.replica("r2")
+    hung.kill(signal.SIGSTOP)
+    try:
+        deadline = time.monotonic() + 20
+        while not cluster.proxy.servers()["r2"]["status"].startswith("DOWN"):
+            assert time.monotonic() < deadline, cluster.proxy.servers()["r2"]["status"]
+            time.sleep(0.1)
+        assert int(cluster.proxy.servers()["r2"]["chkfail"]) >= 2
+        with client(cluster.url, "127.0.0.15") as http:  # meanwhile r1 answers everything
+            assert {generate(http, i).headers["X-Served-By"] for i in range(4)} == {"r1"}
+    finally:
+        hung.kill(signal.SIGCONT)
+    cluster.wait_up(2, 20)
+
+
 def test_a_killed_replica_is_taken_out_and_every_request_is_answered(cluster: Cluster) -> None:
     """r1 is frozen (SIGSTOP) while requests reach it, then killed (SIGKILL): the requests it
     held, which it never read, are sent again to r2 (retry-on empty-response, redispatch), a
