@@ -1,30 +1,32 @@
 """The couplet service, in-process: a model bundle loaded with its decoder and filters, and
-what a person asks of it, answered with plain dataclasses.
+what a person asks of it, answered with model/decoding/answer.py's ``Answer``.
 
-``LoadedModel.load(path)`` reads a bundle (model/release/bundle.py), builds its ``Decoder``
-(model/decoding/) and its sensitive-word filters (the bundle's hashed list with the data
-stage's allow-list, and an optional extra list). ``answer(query)`` gives an ``Answer``: the
-candidates best first, each with its 平/仄 marks, its rule report (``data.rules.RuleReport``)
-and its 横批; the training-set flag and the known lower lines; the characters the model does
-not know. ``answer_batch`` decodes queries that differ only in their upper line in one beam
-search and leaves out the known lines and the 横批, which the site adds from its own sources.
+``Library`` is a bundle without its models: version, sensitive-word filters (the bundle's
+hashed list with the data stage's allow-list, and an optional extra list), known lower lines,
+横批 table, model info, and ``finish``, which adds the known lines and the 横批 to a decoded
+answer: the one place the command line and the site add them. ``LoadedModel`` is a
+``Library`` with its ``Decoder``: ``answer(query)`` gives the whole answer; ``answer_batch``
+decodes queries that differ only in their upper line in one beam search, unfinished.
 
-The site (serve/) runs this module's ``LoadedModel`` in its worker processes, behind its
-batching, cache and reloads; the command line (duilian/cli.py) runs it in its own process.
-Both read the input through duilian/inputs.py, so the same line gives the same candidates.
-A ``LoadedModel`` is immutable once built (the 横批 table is loaded once, on first use).
+The site (serve/) runs ``LoadedModel`` in its worker processes and finishes their answers in
+its own process (``PooledModel`` is a ``Library``); the command line (duilian/cli.py) runs it
+in its own process. Both read the input through duilian/inputs.py, so the same line gives the
+same candidates. A ``LoadedModel`` is immutable once built but for its 横批 table, read on
+first use and again when its file changes.
 """
 
 from __future__ import annotations
 
 import hashlib
 import logging
+import math
 import sys
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from data import tones
 from data.banners import BANNERS_FILE, BannerTable
@@ -51,6 +53,7 @@ if TYPE_CHECKING:
     from model.net.checkpoint import CoupletModel
 
 log = logging.getLogger(__name__)
+RECHECK = 1.0  # seconds between looks at the 横批 table's file
 KNOWN_SHOWN = 5  # known lower lines in an answer, from the bundle or the corpus file
 BANNERS_SHOWN = 5  # 横批 per candidate
 
@@ -73,6 +76,12 @@ def allow_list() -> list[str]:
 def word_filter(words: Path, allow: Path | None = None) -> SensitiveFilter:
     """An extra sensitive-word list (one a line), with its allow-list, else the data stage's."""
     return SensitiveFilter(read_words(words), read_words(allow) if allow else allow_list())
+
+
+class LowerLines(Protocol):
+    """An index of training pairs by upper line (the server's corpus file, serve/known_lines.py)."""
+
+    def lowers(self, upper: str, limit: int = 5) -> list[str]: ...
 
 
 @dataclass(frozen=True)
@@ -205,13 +214,38 @@ class Library:
     横批 table and model information. A server's process keeps one for what it answers itself,
     while its decode workers hold the models (``LoadedModel`` is a ``Library`` with a decoder)."""
 
-    def __init__(self, bundle: Bundle, extra_filter: SensitiveFilter | None = None) -> None:
+    def __init__(
+        self, bundle: Bundle, extra_filter: SensitiveFilter | None = None, banners: Path | None = None
+    ) -> None:
         self.bundle = bundle
         self.version = model_version(bundle)
         bundled = bundle.sensitive_filter(allow_list()) if len(bundle.sensitive_hashes) else None
         self.filters = [f for f in (bundled, extra_filter) if f is not None]
-        self._banners: list[BannerTable | None] = []  # the bundle's table, once loaded
+        self.banners_path = banners or bundle.path / BANNERS_FILE  # a configured table, else the bundle's
+        self._banners: BannerTable | None = None
+        self._banners_key: tuple[Path, float] | None = None  # the file read: path and mtime
+        self._banners_seen = -math.inf  # when the file was last looked at
         self._banners_lock = threading.Lock()
+
+    def finish(self, query: Query, answer: Answer, corpus: LowerLines | None = None) -> Answer:
+        """A decoded answer with the known lower lines (``corpus``'s, when given, else the
+        bundle's) and each candidate's 横批: the one place the site and the command line add them."""
+        if not query.reverse:  # the known lines are lower lines of training upper lines
+            found = corpus.lowers(query.upper, KNOWN_SHOWN) if corpus is not None else None
+            known = self.known_lines(query.upper, found)
+            answer = replace(answer, known_lower_lines=known) if known else answer
+        table = self.banner_table()
+        return with_banners(answer, table, query.tone_mode) if table is not None else answer
+
+    def banners_for(self, upper: str, lower: str, tone_mode: str, n: int) -> list[Banner] | None:
+        """Up to ``n`` 横批 for a couplet, best first; None without a table."""
+        table = self.banner_table()
+        return None if table is None else banners_for(table, upper, lower, tone_mode, n)
+
+    def warm_banners(self) -> None:
+        """Load the 横批 table and the tones its marks read now, not in the first requests."""
+        if self.banner_table() is not None:
+            tones.warm()
 
     def is_clean(self, text: str, upper: str | None = None) -> bool:
         """No listed word in ``text``; with the ``upper`` line it answers, a word that straddles
@@ -228,13 +262,20 @@ class Library:
         return [w for w in found if self.is_clean(w, upper)][:KNOWN_SHOWN]
 
     def banner_table(self) -> BannerTable | None:
-        """The bundle's 横批 table without the phrases the filters refuse, loaded on first use;
-        None when the bundle has none."""
+        """The 横批 table without the phrases the filters refuse, loaded on first use; None when
+        there is none. A file replaced while serving is read again: looked at once a ``RECHECK``."""
         with self._banners_lock:
-            if not self._banners:
-                path = self.bundle.path / BANNERS_FILE
-                self._banners.append(load_banner_table(path, self.is_clean) if path.is_file() else None)
-            return self._banners[0]
+            now = time.monotonic()
+            if now - self._banners_seen >= RECHECK:
+                self._banners_seen = now
+                try:
+                    key: tuple[Path, float] | None = (self.banners_path, self.banners_path.stat().st_mtime)
+                except OSError:
+                    key = None
+                if key != self._banners_key:
+                    self._banners_key = key
+                    self._banners = load_banner_table(self.banners_path, self.is_clean) if key else None
+            return self._banners
 
     def info(self) -> dict[str, Any]:
         """The model's description (``GET /api/v1/model``), read without loading its weights."""
@@ -258,9 +299,13 @@ class LoadedModel(Library):
     """One bundle with its decoder and sensitive-word filters, ready to answer."""
 
     def __init__(
-        self, bundle: Bundle, extra_filter: SensitiveFilter | None = None, engine: Engine = Engine()
+        self,
+        bundle: Bundle,
+        extra_filter: SensitiveFilter | None = None,
+        engine: Engine = Engine(),
+        banners: Path | None = None,
     ) -> None:
-        super().__init__(bundle, extra_filter)
+        super().__init__(bundle, extra_filter, banners)
         self.decoder = build_decoder(bundle, engine, blocked_words(bundle, extra_filter))
         self.engine = engine
         self._reverse: list[Decoder] = []  # 下联求上联: the reverse model's decoder, built on first use
@@ -274,13 +319,14 @@ class LoadedModel(Library):
         engine: Engine = Engine(),
         warm: bool = True,
         lazy: bool = False,
+        banners: Path | None = None,
     ) -> LoadedModel:
         """The bundle at ``path``, its decoder warmed by one small decode (``warm``: the tables a
         decode builds on first use are built now, not in the first request); ``lazy``: the bundle's
         known lower lines read on first use (``load_bundle``). On ONNX Runtime with a graph
         cache the PyTorch models are read only if the graphs must be exported (``build_decoder``)."""
         models = not (engine.runtime == "onnx" and engine.graph_cache is not None)
-        model = cls(load_bundle(path, lazy=lazy, models=models), extra_filter, engine)
+        model = cls(load_bundle(path, lazy=lazy, models=models), extra_filter, engine, banners)
         if warm:
             tones.warm()  # a line whose tones need pypinyin's phrases must not stall a request
             model.answer_batch([Query("春风得意", 1)], 0)
@@ -317,11 +363,7 @@ class LoadedModel(Library):
         result = self.answer_batch([query], oversample)[0]
         if isinstance(result, Exception):
             raise result
-        known = [] if query.reverse else self.known_lines(query.upper)
-        if known:
-            result = replace(result, known_lower_lines=known)
-        table = self.banner_table() if banners else None
-        return with_banners(result, table, query.tone_mode) if table is not None else result
+        return self.finish(query, result) if banners else result
 
     def answer_batch(self, queries: list[Query], oversample: int) -> list[Answer | Exception]:
         """Answers for queries that differ only in their upper line, decoded as one batch

@@ -74,7 +74,7 @@ class DecodeBatcher:
         self.max_batch = max_batch
         self.observer: BatchObserver | None = None
         # what each answer gets in the decode thread before its request wakes (the server: its
-        # 横批): no extra hop to another thread, and a cached answer has it already
+        # known lines and 横批, ``Library.finish``): no extra hop, and a cached answer has them
         self.finish: Finisher | None = None
         self._jobs: deque[_Job] = deque()
         self._busy: list[_Job] = []  # the first job of each batch being decoded

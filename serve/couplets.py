@@ -19,7 +19,6 @@ import threading
 import time
 from collections import Counter, OrderedDict
 from collections.abc import Callable
-from dataclasses import replace
 from multiprocessing.connection import Connection, wait
 from pathlib import Path
 from typing import Any
@@ -28,7 +27,6 @@ from data.sensitive import SensitiveFilter
 from duilian.inputs import AlternativesQuery, Query
 from duilian.service import (
     DEFAULT_ENGINE,
-    KNOWN_SHOWN,
     Engine,
     Library,
     LoadedModel,
@@ -239,12 +237,11 @@ class _Slot:
             self.process.join(timeout)
 
 
-class PooledModel:
-    """A LoadedModel whose decodes run in worker processes, each holding its own copy.
-
-    Python's global lock keeps decode threads of one process from running side by side
-    (docs/EXPERIMENTS.md). The server keeps the bundle's ``Library`` (no models, no decoder)
-    for what it answers itself: the model info and the known lower lines.
+class PooledModel(Library):
+    """The bundle's ``Library`` (no models, no decoder: what the server answers itself, the
+    model info, the known lower lines and the 横批) whose decodes run in worker processes, each
+    holding its own ``LoadedModel``: Python's global lock keeps decode threads of one process
+    from running side by side (docs/EXPERIMENTS.md).
 
     Each worker is on its own (``_Slot``) and a job goes to the one holding fewest. A worker
     that dies fails only the jobs it held (``WorkerLost``: a 503); the others go on answering
@@ -261,9 +258,9 @@ class PooledModel:
         threads: int,
         restart_wait: float = 30.0,
         logs: LogSetup | None = None,
+        banners: Path | None = None,
     ) -> None:
-        self.library = Library(load_bundle(path, models=False), extra)  # what the server answers itself
-        self.version, self.bundle = self.library.version, self.library.bundle
+        super().__init__(load_bundle(path, models=False), extra, banners)
         self.processes, self.restart_wait = processes, restart_wait
         self._start_args = (path, extra, engine, threads, logs)
         self.restarts = 0  # workers started after one died
@@ -368,15 +365,6 @@ class PooledModel:
                     raise WorkerLost("no decode worker is running")
                 self._changed.wait(timeout=min(left, 0.2))
 
-    def is_clean(self, text: str) -> bool:
-        return self.library.is_clean(text)
-
-    def known_lines(self, upper: str, found: list[str] | None = None) -> list[str]:
-        return self.library.known_lines(upper, found)
-
-    def info(self) -> dict[str, Any]:
-        return self.library.info()
-
     def answer_batch(self, queries: list[Query], oversample: int) -> list[Answer | Exception]:
         return self._in_worker(_worker_answer, queries, oversample, REQUEST_ID.get())
 
@@ -418,12 +406,13 @@ def load_served(
     threads: int = 1,
     restart_wait: float = 30.0,
     logs: LogSetup | None = None,
+    banners: Path | None = None,
 ) -> Served:
     """The model as the server runs it: decoding in ``processes`` worker processes, or in
-    the server's own threads when 0."""
+    the server's own threads when 0; ``banners``: a 横批 table other than the bundle's."""
     if processes > 0:
-        return PooledModel(path, extra, engine, processes, threads, restart_wait, logs)
-    return LoadedModel.load(path, extra, engine)
+        return PooledModel(path, extra, engine, processes, threads, restart_wait, logs, banners)
+    return LoadedModel.load(path, extra, engine, banners=banners)
 
 
 class Busy(Exception):
@@ -449,6 +438,7 @@ class CoupletService:
         self.loader = loader  # how reload builds a model: the same filters and precision
         self.known: KnownLines | None = None
         self.batcher = DecodeBatcher(oversample, workers=concurrency, threads=threads, max_batch=max_batch)
+        self.batcher.finish = self._finish
         self._cache: OrderedDict[tuple[str, Query], Answer] = OrderedDict()
         self._cache_size = cache_size
         self.max_pending = max_pending
@@ -471,17 +461,17 @@ class CoupletService:
             self.cache_misses += 1
             if self.pending >= self.max_pending:  # shed load rather than queue without end
                 raise Busy
-            answer = await asyncio.wrap_future(self.batcher.submit(model, q))
+            answer = await asyncio.wrap_future(self.batcher.submit(model, q))  # finished: ``_finish``
             with self._cache_lock:
                 self._cache[key] = answer
                 while len(self._cache) > self._cache_size:
                     self._cache.popitem(last=False)
-        if q.reverse:  # the known lines are lower lines of training upper lines
-            return answer
-        # the corpus file's lower lines when one is configured, else the bundle's own
-        found = self.known.lowers(q.upper, KNOWN_SHOWN) if self.known is not None else None
-        known = model.known_lines(q.upper, found)
-        return replace(answer, known_lower_lines=known) if known else answer
+        return answer
+
+    def _finish(self, model: Served, query: Query, answer: Answer) -> Answer:
+        """In the decode thread (off the event loop): the known lower lines (the corpus file's
+        when one is configured, else the bundle's) and the 横批, as the command line adds them."""
+        return model.finish(query, answer, self.known)
 
     async def alternatives(self, q: AlternativesQuery) -> Alternatives:
         """The characters for one position of a lower line (``LoadedModel.alternatives``), on the

@@ -21,8 +21,6 @@ from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from swagger_ui_bundle import swagger_ui_path
 
-from serve.banners import banners_added
-from serve.banners import warm as warm_banners
 from serve.couplets import CoupletService, Engine, Served, extra_filter, load_served
 from serve.db import FeedbackStore, make_engine
 from serve.logs import configure_logging
@@ -49,11 +47,12 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             threads=settings.torch_threads,
             restart_wait=settings.worker_restart_wait,
             logs=settings.log_setup(),  # the decode workers log as the server does
+            banners=settings.banners,
         )
 
         def loader(path: Path) -> Served:
             model = load(path)
-            warm_banners(settings, model)
+            model.warm_banners()  # at start-up and on a reload, before the model serves
             return model
 
         model = await run_in_threadpool(loader, settings.model_dir)
@@ -68,7 +67,6 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             loader=loader,
         )
         app.state.service.batcher.observer = app.state.metrics.observe_batch
-        app.state.service.batcher.finish = functools.partial(banners_added, settings)
         engine = make_engine(settings.database_url)
         app.state.feedback = FeedbackStore(engine)
         app.state.limiter = make_limiter(

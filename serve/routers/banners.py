@@ -1,4 +1,4 @@
-"""GET /api/v1/banners: 横批 for a couplet, ranked by fit to its theme (serve/banners.py)."""
+"""GET /api/v1/banners: 横批 for a couplet, ranked by fit to its theme (``Library.banners_for``)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,7 @@ from typing import Annotated
 from fastapi import APIRouter, HTTPException, Query, status
 from starlette.concurrency import run_in_threadpool
 
-from duilian.service import BANNERS_SHOWN, banners_for
-from serve.banners import banner_table
+from duilian.service import BANNERS_SHOWN
 from serve.deps import RateLimited, ServiceDep, SettingsDep
 from serve.schemas import BannersResponse, ToneMode
 from serve.validation import clean_couplet
@@ -34,11 +33,10 @@ async def banners(
 ) -> BannersResponse:
     """Up to five four-character 横批 for the couplet, best fit to its theme first, with tone marks."""
     up, low = clean_couplet(upper, lower, settings.max_chars)
-    table = await run_in_threadpool(banner_table, settings, service.model)  # loaded on first use
-    if table is None:
+    found = await run_in_threadpool(service.model.banners_for, up, low, tone_mode, n)
+    if found is None:
         raise HTTPException(
             status.HTTP_503_SERVICE_UNAVAILABLE,
             detail="这个模型没有横批表 / The served model has no 横批 table.",
         )
-    found = banners_for(table, up, low, tone_mode, n)
     return BannersResponse(upper=up, lower=low, banners=found)

@@ -85,4 +85,4 @@ async def generate(
         JOB_TIMING.reset(token)
     response.headers["Server-Timing"] = server_timing(timing)
     metrics.withheld.labels("generate").inc(answer.filtered)
-    return answer.as_json()  # with its 横批, added in the decode thread (serve.banners)
+    return answer.as_json()  # finished in the decode thread: known lines, 横批 (Library.finish)

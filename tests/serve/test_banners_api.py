@@ -15,6 +15,7 @@ from data.paths import corpus_dir, default_model_dir
 from data.sensitive import ALLOW_LIST, SensitiveFilter, read_words
 from data.text import is_han
 from data.tones import line_tones, mark
+from duilian import service
 from serve.main import create_app
 from serve.settings import Settings
 from tests.data.test_banners import FIXTURE_PAIRS, SMALL, THEMES
@@ -36,17 +37,21 @@ def with_table(settings: Settings, banners_file: Path) -> Iterator[TestClient]:
 
 
 def test_the_table_is_loaded_when_the_server_starts_not_in_a_request(
-    settings: Settings, banners_file: Path
+    settings: Settings, banners_file: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from serve import banners
-
-    banners._tables.clear()
+    read: list[Path] = []
+    load = service.load_banner_table
+    monkeypatch.setattr(
+        service, "load_banner_table", lambda path, clean: read.append(path) or load(path, clean)
+    )
     app = create_app(settings.model_copy(update={"banners": banners_file}))
-    with TestClient(app):
-        loaded = [key for key, table in banners._tables.items() if table is not None]
-        assert [key[0] for key in loaded] == [str(banners_file)]  # before any request
-        model = app.state.service.model
-        assert banners.banner_table(app.state.settings, model) is banners._tables[loaded[0]]
+    with TestClient(app) as c:
+        assert read == [banners_file]  # before any request
+        table = app.state.service.model.banner_table()
+        assert table is not None and read == [banners_file]
+        r = c.post("/api/v1/generate", json={"upper": "春风得意", "n": 2})
+        assert r.status_code == 200 and all(cand["banners"] for cand in r.json()["candidates"])
+        assert app.state.service.model.banner_table() is table and read == [banners_file]  # read once
 
 
 def check_banner(banner: dict, mode: str = "modern") -> None:
