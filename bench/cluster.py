@@ -52,6 +52,7 @@ GENERATE_RPS = 12.0
 FEEDBACK_RPS = 3.0
 LIMIT_PER_MINUTE = 60
 LIMIT_SENT = 100
+CACHE_LINES, CACHE_REQUESTS = 200, 600  # the cache phase: Zipf-distributed repeats
 FREEZE_S = 1.0  # r1 hangs this long (SIGSTOP) before it is killed: requests die with it unanswered
 TOKEN = "bench-token"
 TIMEOUT = 60.0
@@ -267,6 +268,83 @@ def scrape(cluster: Cluster) -> dict[str, Any]:
     return out
 
 
+def cache_lookups(cluster: Cluster) -> tuple[float, float]:
+    """Generate cache hits and misses, summed over the replicas' /metrics."""
+    import urllib.request
+
+    hits = misses = 0.0
+    for r in cluster.replicas:
+        with urllib.request.urlopen(f"{r.url}/metrics", timeout=10) as reply:
+            for family in text_string_to_metric_families(reply.read().decode()):
+                for s in family.samples:
+                    if s.name == "duilian_generate_cache_lookups_total":
+                        hits += s.value * (s.labels["result"] == "hit")
+                        misses += s.value * (s.labels["result"] == "miss")
+    return hits, misses
+
+
+async def cache_phase(cluster: Cluster, lines: list[str]) -> dict[str, float]:
+    """Would the result cache pay in Redis? Requests whose lines repeat (Zipf over
+    ``CACHE_LINES`` lines, ``CACHE_REQUESTS`` at ``GENERATE_RPS``, open loop) through the proxy:
+    the replicas' own caches' hit rate (from /metrics), the rate one shared cache would reach
+    (a line asked before, anywhere), hit and miss latency (``Server-Timing: cache;desc=hit``),
+    and what a shared cache costs: a Redis GET of an answer's JSON and its parsing."""
+    import random
+
+    import redis
+
+    rng = random.Random(0)
+    pool = lines[1100 : 1100 + CACHE_LINES] or lines  # no load run asked them (1,080 from k * 1,500)
+    weights = [1 / (rank + 1) for rank in range(len(pool))]
+    asked = rng.choices(pool, weights, k=CACHE_REQUESTS)
+    before = cache_lookups(cluster)
+    timed: list[tuple[bool, float]] = []
+    body = b""
+    start = time.perf_counter() + 0.2
+
+    async def one(i: int) -> None:
+        nonlocal body
+        due = i / GENERATE_RPS
+        await asyncio.sleep(max(0.0, start + due - time.perf_counter()))
+        status, headers, payload = await request(
+            cluster.port, "POST", "/api/v1/generate", {"upper": asked[i], "n": 5},
+            ADDRESSES[i % len(ADDRESSES)], {},
+        )  # fmt: skip
+        if status == 200:
+            body = payload
+            timed.append(
+                ("cache;desc=hit" in headers.get("server-timing", ""), time.perf_counter() - start - due)
+            )
+
+    await asyncio.gather(*(one(i) for i in range(CACHE_REQUESTS)))
+    after = cache_lookups(cluster)
+    local = (after[0] - before[0]) / max(1.0, (after[0] - before[0]) + (after[1] - before[1]))
+    shared = 1 - len(set(asked)) / len(asked)  # every line's first request is the one miss
+    hit_ms = 1000 * statistics.median([t for hit, t in timed if hit] or [float("nan")])
+    miss_ms = 1000 * statistics.median([t for hit, t in timed if not hit] or [float("nan")])
+    client = redis.Redis.from_url(cluster.redis_url)
+    client.set("duilian:bench:answer", body)
+    gets = []
+    for _ in range(2000):
+        began = time.perf_counter()
+        json.loads(client.get("duilian:bench:answer") or b"{}")
+        gets.append(time.perf_counter() - began)
+    get_ms = 1000 * statistics.median(gets)
+    gain = (shared - local) * (miss_ms - hit_ms)  # decodes saved, per request
+    # a shared cache behind each replica's own: a GET where the own one misses, a SET per decode
+    cost = get_ms * ((1 - local) + (1 - shared))
+    return {
+        "cache_local_hit_rate": local,
+        "cache_shared_hit_rate": shared,
+        "cache_hit_ms": hit_ms,
+        "cache_miss_ms": miss_ms,
+        "cache_redis_get_ms": get_ms,
+        "cache_answer_bytes": float(len(body)),
+        "cache_gain_ms_per_request": gain,
+        "cache_cost_ms_per_request": cost,
+    }
+
+
 def summary(values: list[float]) -> dict[str, float]:
     return {"median": statistics.median(values), "min": min(values), "max": max(values)}
 
@@ -306,6 +384,8 @@ def run(args: Any) -> dict[str, object]:
                 per_run.append(figures)
                 print(json.dumps({"run": k + 1, **figures}, ensure_ascii=False, default=str), flush=True)
             totals = stored(cluster.database_url, acked)  # every run's feedback, in the one store
+            cluster.wait_up(3, 600)
+            cache = asyncio.run(cache_phase(cluster, lines))
     result: dict[str, object] = {
         "replicas": 3.0,
         "runs": float(runs),
@@ -324,5 +404,6 @@ def run(args: Any) -> dict[str, object]:
         result[f"{key}_total"] = float(sum(f[key] for f in per_run))
 
     result.update({f"{key}_total": float(value) for key, value in totals.items()})
+    result.update(cache)
     result["per_run"] = json.dumps(per_run, ensure_ascii=False, default=str)
     return result
