@@ -11,7 +11,7 @@ from data import rules
 from data.rules import check, clause_ends, clause_spans, hoof_pattern, horse_hoof
 from data.tones import Tone, line_tones
 
-L, O, N, E = Tone.LEVEL, Tone.OBLIQUE, Tone.NONE, Tone.EITHER
+L, O, N, E = Tone.LEVEL, Tone.OBLIQUE, Tone.NONE, Tone.EITHER  # noqa: E741 (平, 仄, none, either)
 
 
 def marks(tones: list[Tone]) -> str:
