@@ -5,7 +5,7 @@ The request id lives in a context variable: the request middleware (serve.observ
 it, every line logged while that request is handled carries it (the event loop's task, the
 thread-pool threads FastAPI runs sync routes on, which copy the context), the decode batcher
 sets it on its thread to the ids of the batch it decodes, and the decode workers set it from
-what the server sends along with each batch (``request_id`` in ``serve.couplets``).
+what the server sends along with each batch (``request_id`` in ``serve.pool``).
 
 ``LogSetup`` is picklable: the server passes it to each decode worker process, which calls
 ``configure_logging`` with it before it loads its model.

@@ -1,4 +1,4 @@
-"""Imported once by the forkserver that forks the decode workers (serve/couplets.py), so that
+"""Imported once by the forkserver that forks the decode workers (serve/pool.py), so that
 every worker, a replacement for a dead one included, starts with what does not depend on the
 model already in memory: torch (a worker needs it only to export graphs the cache lacks),
 the service's modules, pypinyin with its phrase reader (data/tones.py ``warm``), and the

@@ -11,9 +11,10 @@ from fastapi import APIRouter, HTTPException, Request, Response, status
 from duilian.inputs import InputError, given_line, make_query
 from model.decoding.plan import ConstraintError
 from serve.batching import JOB_TIMING, JobTiming
-from serve.couplets import Busy, WorkerLost
+from serve.couplets import Busy
 from serve.deps import RateLimited, ServiceDep, SettingsDep
 from serve.observability import Metrics, server_timing
+from serve.pool import WorkerLost
 from serve.routers.info import RESTART_RETRY_AFTER
 from serve.schemas import GenerateRequest, GenerateResponse
 from serve.validation import refused

@@ -375,7 +375,7 @@ def test_json_logs_of_the_server_and_its_decode_worker_carry_the_request_id(
     access = [x for x in mine if x["logger"] == "uvicorn.access"]
     assert len(access) == 1 and "POST /api/v1/generate" in access[0]["message"], mine
     worker = [x for x in mine if x["process"] != server.pid]  # the decode worker's line about it
-    assert worker and worker[0]["logger"] == "serve.couplets", mine
+    assert worker and worker[0]["logger"] == "serve.pool", mine
     assert "decoded 1 lines" in worker[0]["message"], mine
     started = [x for x in lines if x["logger"] == "uvicorn.error" and "Uvicorn running" in x["message"]]
     assert started and started[0]["process"] == server.pid and started[0]["request_id"] == "-"

@@ -13,8 +13,8 @@ from fastapi.testclient import TestClient
 
 from crawler.localredis import running
 from model.decoding.plan import ConstraintError
-from serve.couplets import PooledModel
 from serve.main import create_app
+from serve.pool import PooledModel
 from serve.settings import Settings
 from tests.serve.conftest import PAIRS
 

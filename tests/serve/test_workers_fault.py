@@ -20,8 +20,8 @@ import pytest
 from fastapi.testclient import TestClient
 
 from crawler.localredis import free_port, running, spawned_children
-from serve.couplets import PooledModel, WorkerLost
 from serve.main import create_app
+from serve.pool import PooledModel, WorkerLost
 from serve.settings import Settings
 from tests.serve.conftest import PAIRS
 
