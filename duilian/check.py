@@ -11,16 +11,21 @@ and ``duilian check --json`` prints the very object (``as_json``). Imports no mo
 from __future__ import annotations
 
 import functools
+import hashlib
+import importlib.metadata
+import importlib.util
 import itertools
 import logging
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from pathlib import Path
+from typing import Any, cast
 
 from data import rules
 from data.pairing import PairingTable
+from data.paths import cache_dir
 from data.rules import RuleReport
-from data.segment import boundaries
+from data.segment import FirstCharDictionary, boundaries, write_dictionary
 from data.text import is_punct
 from data.tones import Tone, line_tones, mark, opposed
 from model.release.fingerprint import normalise
@@ -310,18 +315,38 @@ def _words(upper: str, lower: str, pairing: PairingTable | None) -> list[WordPai
 
 
 @functools.lru_cache(maxsize=1)
-def _word_tags() -> dict[str, str]:
-    """jieba's dictionary's part-of-speech tags (jieba.posseg reads them at import, about 0.8 s
-    once); empty when jieba.posseg cannot be imported."""
-    try:
-        import jieba.posseg
-    except ImportError as exc:  # the check still answers, without parts of speech
-        logging.getLogger(__name__).warning("no parts of speech: %s", exc)
+def _word_tags() -> Any:
+    """jieba's dictionary's part-of-speech tags, read by first character (data.segment's
+    ``FirstCharDictionary``): only the parts a check asks for, not jieba.posseg's whole tables
+    (64 MB and 0.8 s at import). Written once into the cache folder from jieba's dictionary file,
+    keyed by jieba's version and the file's bytes; empty when jieba is not installed."""
+    spec = importlib.util.find_spec("jieba")
+    if spec is None or spec.origin is None:
+        logging.getLogger(__name__).warning("no parts of speech: jieba is not installed")
         return {}
-    tags: dict[str, str] = jieba.posseg.dt.word_tag_tab
-    return tags
+    dict_file = Path(spec.origin).parent / "dict.txt"  # (jieba.DEFAULT_DICT_NAME)
+    digest = hashlib.blake2b(importlib.metadata.version("jieba").encode(), digest_size=8)
+    digest.update(dict_file.read_bytes())
+    path = cache_dir() / f"jieba-tags-{digest.hexdigest()}.dict"
+    try:
+        return FirstCharDictionary(path)
+    except (OSError, ValueError, EOFError, TypeError):
+        tags: dict[str, str] = {}
+        with open(dict_file, encoding="utf-8") as f:
+            for line in f:
+                fields = line.split()
+                if len(fields) >= 3:  # word, frequency, tag: as jieba.posseg reads them
+                    tags[fields[0]] = fields[2]
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            write_dictionary(cast(Any, tags), 0, path)
+            return FirstCharDictionary(path)
+        except OSError as exc:
+            logging.getLogger(__name__).warning("parts of speech not cached at %s: %s", path, exc)
+            return tags
 
 
 def part_of_speech(word: str) -> str | None:
     """The word's tag in jieba's dictionary (n, v, a, nr ...), or None when it is not a word there."""
-    return _word_tags().get(word)
+    tag: str | None = _word_tags().get(word)
+    return tag

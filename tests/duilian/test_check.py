@@ -126,3 +126,11 @@ def test_bad_input_is_refused_in_both_languages_with_status_2(args: tuple[str, .
     out = run(*args)
     assert out.returncode == 2 and out.stdout == ""
     assert " / " in out.stderr and "Traceback" not in out.stderr
+
+
+def test_parts_of_speech_are_jiebas_own_read_by_first_character() -> None:
+    import jieba.posseg
+
+    table = jieba.posseg.dt.word_tag_tab  # (what jieba.posseg reads from the same dictionary)
+    words = sorted(table)[::150]
+    assert len(words) > 2000 and [part_of_speech(w) for w in words] == [table[w] for w in words]
