@@ -40,7 +40,7 @@ for upper in uppers:
     tok = np.array([vocab.encode(upper)] * len(cands), dtype=np.int64)[:, None, :]  # (K, 1, L)
     back = rescore(rev.engine, src, tok)[:, 0] / len(upper)
     for lam in chosen:
-        total = np.array([c.rank for c in cands]) + lam * back
+        total = np.array([c.rank_score for c in cands]) + lam * back
         chosen[lam].append(cands[int(np.argmax(total))].text)
 out_dir.mkdir(parents=True, exist_ok=True)
 for lam, picks in chosen.items():

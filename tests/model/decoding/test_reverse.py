@@ -61,7 +61,7 @@ def test_the_plan_of_a_lower_line_wants_an_oblique_end(vocab: Vocab) -> None:
 
 def test_upper_lines_for_a_lower_line_keep_the_mirrored_rules(reverse: Decoder, vocab: Vocab) -> None:
     result = reverse.generate(LEVEL_END, DecodeOptions(n_best=5))
-    assert result.candidates and result.upper == LEVEL_END
+    assert result.candidates and result.lower == result.given == LEVEL_END and result.upper is None
     given = set(LEVEL_END)
     for c in result.candidates:
         assert len(c.text) == len(LEVEL_END) and not given & set(c.text)
