@@ -33,6 +33,7 @@ from serve.known_lines import KnownLines
 from serve.logs import LogSetup
 from serve.pool import PooledModel
 from serve.settings import Settings
+from serve.shared_cache import SharedCache
 
 log = logging.getLogger(__name__)
 
@@ -95,6 +96,7 @@ class CoupletService:
         self._alternatives_on: Counter[int] = Counter()  # alternatives being answered, by id(model)
         self._cache_lock = threading.Lock()
         self._reload_lock = threading.Lock()
+        self.shared: SharedCache | None = None  # answers shared with other servers (Settings.shared_cache)
 
     async def generate(self, q: Query) -> Answer:
         model = self.model  # one read: a reload mid-request does not mix two models
@@ -107,10 +109,17 @@ class CoupletService:
             self.cache_hits += 1
             answer = hit
         else:
-            self.cache_misses += 1
-            if self.pending >= self.max_pending:  # shed load rather than queue without end
-                raise Busy
-            answer = await asyncio.wrap_future(self.batcher.submit(model, q))  # finished: ``_finish``
+            shared = await self.shared.get(model.version, q) if self.shared is not None else None
+            self.cache_hits += shared is not None
+            self.cache_misses += shared is None
+            if shared is not None:
+                answer = shared
+            else:
+                if self.pending >= self.max_pending:  # shed load rather than queue without end
+                    raise Busy
+                answer = await asyncio.wrap_future(self.batcher.submit(model, q))  # finished: ``_finish``
+                if self.shared is not None:
+                    await self.shared.put(model.version, q, answer)
             with self._cache_lock:
                 self._cache[key] = answer
                 while len(self._cache) > self._cache_size:

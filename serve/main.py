@@ -29,6 +29,7 @@ from serve.observability import router as metrics_router
 from serve.ratelimit import make_limiter
 from serve.routers import admin, alternatives, banners, check, feedback, generate, info, scroll, site
 from serve.settings import Settings
+from serve.shared_cache import SharedCache
 
 log = logging.getLogger("serve")
 
@@ -67,6 +68,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             loader=loader,
         )
         app.state.service.batcher.observer = app.state.metrics.observe_batch
+        if settings.shared_cache and settings.redis_url:
+            app.state.service.shared = SharedCache(settings.redis_url)
         engine = make_engine(settings.database_url)
         app.state.feedback = FeedbackStore(engine)
         app.state.limiter = make_limiter(
@@ -82,6 +85,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         log.info("serving model %s from %s", model.version, settings.model_dir)
         yield
         app.state.service.close()
+        if app.state.service.shared is not None:
+            await app.state.service.shared.close()
         engine.dispose()
 
     app = FastAPI(

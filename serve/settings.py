@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import Field, ValidationError, field_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from data.paths import ROOT, data_dir, default_model_dir, graph_cache_dir, work_dir
@@ -108,6 +108,12 @@ class Settings(BaseSettings):
         "given the same URL (replicas behind a load balancer: one client, one limit); None "
         "(default): each server limits in its own memory",
     )
+    shared_cache: bool = Field(
+        default=False,
+        description="keep generate answers in the Redis of redis_url too, for a day, shared by every "
+        "server given it (a second level behind each one's own result cache: replicas behind a load "
+        "balancer)",
+    )
     trusted_proxies: str = Field(
         default="",
         description="comma-separated addresses of reverse proxies whose X-Forwarded-For and "
@@ -151,6 +157,12 @@ class Settings(BaseSettings):
         if url and not url.startswith(("redis://", "rediss://", "unix://")):
             raise ValueError("the Redis URL must start with redis://, rediss:// or unix://")
         return url or None  # empty: none
+
+    @model_validator(mode="after")
+    def _shared_needs_redis(self) -> Settings:
+        if self.shared_cache and not self.redis_url:
+            raise ValueError("shared_cache needs redis_url: the Redis the servers share")
+        return self
 
     @field_validator("database_url")
     @classmethod

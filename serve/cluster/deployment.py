@@ -126,6 +126,7 @@ class Cluster:
             "DUILIAN_SERVE_DATABASE_URL": self.database_url,
             "DUILIAN_SERVE_REDIS_URL": self.redis_url,
             "DUILIAN_SERVE_TRUSTED_PROXIES": self.setup.source,
+            "DUILIAN_SERVE_SHARED_CACHE": "true",  # generate answers shared through the Redis too
             **self.setup.env,
         }
 

@@ -104,6 +104,17 @@ def test_x_forwarded_for_is_believed_only_from_the_proxy(cluster: Cluster) -> No
         assert limited(http, forwarded=True) == 2 * BURST
 
 
+def test_an_answer_one_replica_decoded_is_a_cache_hit_on_the_other(cluster: Cluster) -> None:
+    query = {"upper": PAIRS[8][0], "n": 4}
+    with client(cluster.url, "127.0.0.16") as http:
+        first, second = (http.post("/api/v1/generate", json=query) for _ in range(2))
+    assert first.status_code == second.status_code == 200
+    assert first.headers["X-Served-By"] != second.headers["X-Served-By"]  # round robin
+    assert "cache;desc=hit" not in first.headers["Server-Timing"]
+    assert "cache;desc=hit" in second.headers["Server-Timing"]  # from Redis: never decoded there
+    assert second.json() == first.json()
+
+
 def feedback_rows(cluster: Cluster, upper: str) -> int:
     engine = create_engine(cluster.database_url)
     try:
