@@ -23,6 +23,7 @@ from swagger_ui_bundle import swagger_ui_path
 
 from serve.couplets import CoupletService, Engine, Served, extra_filter, load_served
 from serve.db import FeedbackStore, make_engine
+from serve.errors import refusals
 from serve.logs import configure_logging
 from serve.observability import Metrics, Observe
 from serve.observability import router as metrics_router
@@ -97,6 +98,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         docs_url=None,  # served by the site router from local assets: no CDN, works offline
         redoc_url=None,
         redirect_slashes=False,  # a redirect would be built from the request's Host header
+        # any route: a body that is no JSON, the body limit, our bilingual 422 (serve/errors.py)
+        responses=refusals(400, 413, 422),
     )
     app.state.settings = settings
     app.state.metrics = Metrics(app)

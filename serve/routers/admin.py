@@ -9,9 +9,12 @@ from typing import Annotated
 from fastapi import APIRouter, Header, HTTPException, status
 
 from serve.deps import AdminRateLimited, ServiceDep, SettingsDep
+from serve.errors import refusals
 from serve.schemas import ReloadRequest, ReloadResponse
 
-router = APIRouter(prefix="/admin", tags=["admin"], dependencies=[AdminRateLimited])
+router = APIRouter(
+    prefix="/admin", tags=["admin"], dependencies=[AdminRateLimited], responses=refusals(400, 401, 403, 429)
+)
 
 
 def token_matches(given: str, wanted: str) -> bool:

@@ -8,12 +8,13 @@ from fastapi import APIRouter, Request
 
 from duilian.inputs import MAX_ALTERNATIVES, InputError, make_alternatives_query
 from serve.deps import RateLimited, ServiceDep, SettingsDep
+from serve.errors import ErrorBody, refusals
 from serve.observability import Metrics
 from serve.routers.generate import decode_refusals
 from serve.schemas import AlternativesRequest, AlternativesResponse
 from serve.validation import refused
 
-router = APIRouter(tags=["couplets"], dependencies=[RateLimited])
+router = APIRouter(tags=["couplets"], dependencies=[RateLimited], responses=refusals(429, 503))
 
 
 @router.post(
@@ -21,10 +22,14 @@ router = APIRouter(tags=["couplets"], dependencies=[RateLimited])
     response_model=AlternativesResponse,
     responses={
         422: {
+            "model": ErrorBody,
             "description": "input refused, or no character fits there under the rules; `detail` says "
-            "why, in Chinese and English"
+            "why, in Chinese and English",
         },
-        503: {"description": "the server is busy, or a decode worker is restarting (Retry-After)"},
+        503: {
+            "model": ErrorBody,
+            "description": "the server is busy, or a decode worker is restarting (Retry-After)",
+        },
     },
 )
 async def alternatives(

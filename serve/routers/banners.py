@@ -9,18 +9,19 @@ from starlette.concurrency import run_in_threadpool
 
 from duilian.service import BANNERS_SHOWN
 from serve.deps import RateLimited, ServiceDep, SettingsDep
+from serve.errors import ErrorBody, refusals
 from serve.schemas import BannersResponse, ToneMode
 from serve.validation import clean_couplet
 
-router = APIRouter(tags=["couplets"], dependencies=[RateLimited])
+router = APIRouter(tags=["couplets"], dependencies=[RateLimited], responses=refusals(429))
 
 
 @router.get(
     "/banners",
     response_model=BannersResponse,
     responses={
-        422: {"description": "a line refused; `detail` says why, in Chinese and English"},
-        503: {"description": "the served model has no 横批 table"},
+        422: {"model": ErrorBody, "description": "a line refused; `detail` says why, in Chinese and English"},
+        404: {"model": ErrorBody, "description": "the served model has no 横批 table"},
     },
 )
 async def banners(
@@ -35,8 +36,8 @@ async def banners(
     up, low = clean_couplet(upper, lower, settings.max_chars)
     found = await run_in_threadpool(service.model.banners_for, up, low, tone_mode, n)
     if found is None:
-        raise HTTPException(
-            status.HTTP_503_SERVICE_UNAVAILABLE,
+        raise HTTPException(  # no 横批 for this model at all: not a passing fault of the server's (503)
+            status.HTTP_404_NOT_FOUND,
             detail="这个模型没有横批表 / The served model has no 横批 table.",
         )
     return BannersResponse(upper=up, lower=low, banners=found)

@@ -7,10 +7,11 @@ from pydantic import Field
 
 from duilian.check import CheckReport, check_couplet, known_couplet
 from serve.deps import RateLimited, ServiceDep, SettingsDep
+from serve.errors import ErrorBody, refusals
 from serve.schemas import Request, ToneMode
 from serve.validation import clean_line
 
-router = APIRouter(tags=["couplets"], dependencies=[RateLimited])
+router = APIRouter(tags=["couplets"], dependencies=[RateLimited], responses=refusals(429))
 
 
 class CheckRequest(Request):
@@ -28,7 +29,9 @@ class CheckRequest(Request):
 @router.post(
     "/check",
     response_model=CheckReport,
-    responses={422: {"description": "a line refused; `detail` says why, in Chinese and English"}},
+    responses={
+        422: {"model": ErrorBody, "description": "a line refused; `detail` says why, in Chinese and English"}
+    },
 )
 def check(body: CheckRequest, settings: SettingsDep, service: ServiceDep) -> CheckReport:
     """Every couplet rule kept or broken and where, clause by clause, with each character's tone, the

@@ -13,10 +13,11 @@ from data.rules import check
 from model.decoding.answer import report_json
 from serve.db import Feedback, KeyReused
 from serve.deps import RateLimited, SettingsDep, StoreDep
+from serve.errors import refusals
 from serve.schemas import FeedbackRequest, FeedbackResponse
 from serve.validation import clean_line, refuse
 
-router = APIRouter(tags=["feedback"], dependencies=[RateLimited])
+router = APIRouter(tags=["feedback"], dependencies=[RateLimited], responses=refusals(429))
 
 
 IDEMPOTENCY_KEY = re.compile(r"[\x21-\x7e]{1,128}")  # printable ASCII, no spaces: a UUID fits

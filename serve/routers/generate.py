@@ -13,13 +13,14 @@ from model.decoding.plan import ConstraintError
 from serve.batching import JOB_TIMING, JobTiming
 from serve.couplets import Busy
 from serve.deps import RateLimited, ServiceDep, SettingsDep
+from serve.errors import refusals
 from serve.observability import Metrics, server_timing
 from serve.pool import WorkerLost
 from serve.routers.info import RESTART_RETRY_AFTER
 from serve.schemas import GenerateRequest, GenerateResponse
 from serve.validation import refused
 
-router = APIRouter(tags=["couplets"], dependencies=[RateLimited])
+router = APIRouter(tags=["couplets"], dependencies=[RateLimited], responses=refusals(429, 503))
 
 
 @contextmanager

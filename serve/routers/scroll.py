@@ -9,10 +9,11 @@ from fastapi import APIRouter, Query, Response
 from data.text import is_han
 from duilian.inputs import SCROLL_CHARS
 from serve.deps import RateLimited, SettingsDep
+from serve.errors import ErrorBody, refusals
 from serve.scroll import BannerOrder, scroll_svg
 from serve.validation import clean_couplet, clean_line, refuse
 
-router = APIRouter(tags=["couplets"], dependencies=[RateLimited])
+router = APIRouter(tags=["couplets"], dependencies=[RateLimited], responses=refusals(429))
 
 MAX_BANNER = 8  # a 横批 is four characters as a rule; a few more are taken
 SVG_MEDIA_TYPE = "image/svg+xml"
@@ -43,7 +44,10 @@ def clean_banner(raw: str | None) -> str:
             "the upper line on the right strip, the lower on the left, each top to bottom; "
             "punctuation is not drawn",
         },
-        422: {"description": "a line or the banner refused; `detail` says why, in Chinese and English"},
+        422: {
+            "model": ErrorBody,
+            "description": "a line or the banner refused; `detail` says why, in Chinese and English",
+        },
     },
 )
 async def scroll(

@@ -108,7 +108,7 @@ def test_no_table_no_banners(settings: Settings, tmp_path: Path) -> None:
     app = create_app(settings.model_copy(update={"banners": tmp_path / "missing.npz"}))
     with TestClient(app) as c:
         r = c.get("/api/v1/banners", params={"upper": "红梅报喜", "lower": "绿柳迎新"})
-        assert r.status_code == 503 and "横批" in r.json()["detail"] and " / " in r.json()["detail"]
+        assert r.status_code == 404 and "横批" in r.json()["detail"] and " / " in r.json()["detail"]
         body = c.post("/api/v1/generate", json={"upper": "春风得意", "n": 2}).json()
         assert all(cand["banners"] == [] for cand in body["candidates"])
 
