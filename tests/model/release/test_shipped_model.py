@@ -44,8 +44,8 @@ def test_every_candidate_keeps_the_hard_rules(decoder: Decoder, upper: str):
     assert len(set(texts)) == len(texts)
     for cand in result.candidates:
         report = cand.report
-        assert all(report[rule] for rule in ("length", "punctuation", "repeats", "no_reuse")), (upper, cand)
-        assert report["tone_end"] is not False, (upper, cand.text)
+        assert report.length and report.punctuation and report.repeats and report.no_reuse, (upper, cand)
+        assert report.tone_end is not False, (upper, cand.text)
 
 
 def test_locks_and_unknown_characters(decoder: Decoder):
