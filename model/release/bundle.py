@@ -884,12 +884,12 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.convert:
         try:
-            written = convert_bundle(root)
+            converted = convert_bundle(root)
         except (BundleError, OSError, ValueError) as e:
             print(f"error: {e}", file=sys.stderr)
             return 1
         size = sum(f.stat().st_size for f in root.iterdir() if f.is_file()) / 1e6
-        print(f"converted {root}: wrote {', '.join(written)}; removed the .pt files; {size:.1f} MB in all")
+        print(f"converted {root}: wrote {', '.join(converted)}; removed the .pt files; {size:.1f} MB in all")
         return 0
     if args.write_manifest:
         path = write_manifest(root)

@@ -56,6 +56,7 @@ def test_filtered_candidates_are_withheld_and_counted(bad_bundle: Path) -> None:
     assert answer.filtered > 0
     assert len(answer.candidates) == 3 and all(BAD_WORD not in c.text for c in answer.candidates)
     assert all(c.report.hard_ok for c in answer.candidates)
+    assert answer.upper_tones is not None
     assert [len(t) for t in (answer.upper_tones, *(c.tones for c in answer.candidates))] == [2] * 4
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -41,9 +42,12 @@ def test_the_table_is_loaded_when_the_server_starts_not_in_a_request(
 ) -> None:
     read: list[Path] = []
     load = service.load_banner_table
-    monkeypatch.setattr(
-        service, "load_banner_table", lambda path, clean: read.append(path) or load(path, clean)
-    )
+
+    def counted(path: Path, clean: Any) -> Any:
+        read.append(path)
+        return load(path, clean)
+
+    monkeypatch.setattr(service, "load_banner_table", counted)
     app = create_app(settings.model_copy(update={"banners": banners_file}))
     with TestClient(app) as c:
         assert read == [banners_file]  # before any request

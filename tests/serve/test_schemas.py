@@ -15,8 +15,8 @@ def test_a_rule_report_is_given_with_every_field_and_the_hard_verdict() -> None:
     for upper, lower in [("春风得意", "秋月生辉"), ("春风得意", "春风得意"), ("春风得意", "秋月")]:
         report = check(upper, lower)
         body = FeedbackResponse.model_validate({"id": 1, "kind": "own", "report": report_json(report)})
-        body = body.model_dump(mode="json")
-        assert list(body["report"].items()) == [*report.as_dict().items(), ("hard_ok", report.hard_ok)]
+        dumped = body.model_dump(mode="json")
+        assert list(dumped["report"].items()) == [*report.as_dict().items(), ("hard_ok", report.hard_ok)]
 
 
 def test_the_openapi_schema_lists_every_rule(client: TestClient) -> None:

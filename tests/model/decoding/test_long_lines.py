@@ -139,4 +139,4 @@ def test_a_last_character_repeating_an_earlier_segment_gets_its_end_tone_there(
 def test_the_long_lines_end_tone_is_reported(decoder: Decoder) -> None:
     with torch.inference_mode():
         result = decoder.generate(SMITH, DecodeOptions(n_best=1))  # ends 西: level
-    assert result.upper_tones[-1] == "平" and result.reads_reversed
+    assert result.upper_tones is not None and result.upper_tones[-1] == "平" and result.reads_reversed

@@ -581,6 +581,7 @@ def test_a_bundles_models_export_as_training_checkpoints(
     out = export_small(tmp_path / "b", vocab, pairs, step=41, best_valid=3.25)
     bundle = load_bundle(out)
     for role, want in (("model", bundle.model), ("proposer", bundle.proposer), ("reverse", bundle.reverse)):
+        assert want is not None, role
         path = tmp_path / f"{role}.pt"
         assert bundle_main(["--export-checkpoint", str(out), "--role", role, "--out", str(path)]) == 0
         assert str(path) in capsys.readouterr().out
