@@ -1,6 +1,6 @@
 """`make cluster` / `python -m serve.cluster up --replicas 3`: the site as N replicas of
 ``python -m serve`` behind HAProxy on http://127.0.0.1:8080, sharing one PostgreSQL for the
-feedback and one Redis for the rate limits, until Ctrl-C.
+feedback and one Redis for the rate limits and a shared result cache, until Ctrl-C.
 
 Each replica is a whole server (its decode workers, its result cache, its /metrics) on its own
 port; HAProxy checks /api/v1/health, takes a dead or degraded replica out of rotation and sends
@@ -66,7 +66,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"replica {r.name}: {r.url}  (log {r.log}, metrics {r.url}/metrics)")
         store = f"PostgreSQL in {folder / 'postgres'}" if cluster.postgres else "the one given"
         print(f"feedback store: {store}")
-        print(f"rate limits: {'redis-server of its own' if cluster.redis else 'given Redis'}")
+        redis = "a redis-server of its own" if cluster.redis else "the Redis given"
+        print(f"rate limits, shared result cache: {redis}")
         print("Ctrl-C stops everything", flush=True)
         while not done.wait(1.0):
             pass
