@@ -19,7 +19,7 @@ import logging
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from data import rules
 from data.pairing import PairingTable
@@ -29,6 +29,9 @@ from data.segment import FirstCharDictionary, boundaries, write_dictionary
 from data.text import is_punct
 from data.tones import Tone, line_tones, mark, opposed
 from model.release.fingerprint import normalise
+
+if TYPE_CHECKING:
+    from duilian.service import Library
 
 KINDS_DOC = (
     "hard: a rule no training pair or candidate breaks (hard_ok is their conjunction); search: a tone "
@@ -195,6 +198,16 @@ def check_couplet(
         words=_words(upper, lower, pairing) if len(upper) == len(lower) else [],
         known=known,
     )
+
+
+def check_with(library: Library, upper: str, lower: str, mode: str) -> CheckReport:
+    """The check with a bundle's pairing table and known lines, those listed passed through its
+    word filters (``Library.known_lines``): the one way the site and the command line check."""
+    bundle = library.bundle
+    lowers = bundle.known_lowers(upper)
+    shown = library.known_lines(upper, lowers)
+    known = known_couplet(upper, lower, lowers, bundle.in_training_data(upper), shown)
+    return check_couplet(upper, lower, mode, bundle.pairing, known)
 
 
 def known_couplet(

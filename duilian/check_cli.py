@@ -14,13 +14,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from data.paths import default_model_dir
-from data.segment import boundaries
-from data.sensitive import ALLOW_LIST, read_words
 from duilian.inputs import TONE_MODES, InputError, clean_line
 
 if TYPE_CHECKING:
     from duilian.check import CheckReport
-    from model.release.bundle import Bundle
 
 EXIT_INPUT = 2
 
@@ -77,7 +74,8 @@ def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
 def check(upper: str, lower: str, mode: str, model: Path | None) -> CheckReport:
     """The report, with the bundle's pairing table and known lines; InputError when the bundle
     cannot be read or the tone mode has no table."""
-    from duilian.check import check_couplet, known_couplet
+    from duilian.check import check_with
+    from duilian.service import Library
     from model.release.bundle import has_model, load_bundle
 
     folder = model or default_model_dir()
@@ -86,25 +84,11 @@ def check(upper: str, lower: str, mode: str, model: Path | None) -> CheckReport:
             f"{folder} 不是模型目录", f"{folder} holds no model bundle; the shipped one is models/default"
         )
     try:
-        bundle = load_bundle(folder, lazy=True, models=False)
-        lowers = bundle.known_lowers(upper)
-        known = known_couplet(
-            upper, lower, lowers, bundle.in_training_data(upper), shown(bundle, upper, lowers)
-        )
-        return check_couplet(upper, lower, mode, bundle.pairing, known)
+        return check_with(Library(load_bundle(folder, lazy=True, models=False)), upper, lower, mode)
     except (OSError, KeyError, RuntimeError) as exc:
         raise InputError("模型无法读取", f"the model bundle at {folder} cannot be read: {exc}") from exc
     except ValueError as exc:  # a damaged bundle, or classical tones without a 入声 table
         raise InputError("请求无法处理", f"cannot do this check: {exc}") from exc
-
-
-def shown(bundle: Bundle, upper: str, lowers: list[str]) -> list[str]:
-    """The known lower lines the site would show: those the bundle's word list lets through,
-    read against the upper line's words (``duilian.service.LoadedModel.known_lines``), five."""
-    if not len(bundle.sensitive_hashes):
-        return lowers[:5]
-    words = bundle.sensitive_filter(read_words(ALLOW_LIST) if ALLOW_LIST.is_file() else [])
-    return [w for w in lowers if words.is_clean(w, boundaries(upper))][:5]
 
 
 def _mark(kept: bool | None) -> str:

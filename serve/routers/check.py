@@ -5,7 +5,7 @@ from __future__ import annotations
 from fastapi import APIRouter, HTTPException, status
 from pydantic import Field
 
-from duilian.check import CheckReport, check_couplet, known_couplet
+from duilian.check import CheckReport, check_with
 from serve.deps import RateLimited, ServiceDep, SettingsDep
 from serve.errors import ErrorBody, refusals
 from serve.schemas import Request, ToneMode
@@ -39,14 +39,8 @@ def check(body: CheckRequest, settings: SettingsDep, service: ServiceDep) -> Che
     Lines of unequal length are checked too (the length rule says where they part)."""
     upper = clean_line(body.upper, settings.max_chars)
     lower = clean_line(body.lower, settings.max_chars, ("下联", "The lower line"))
-    model = service.model  # one read: a reload mid-request does not mix two models
-    bundle = model.bundle
-    lowers = bundle.known_lowers(upper)
-    known = known_couplet(
-        upper, lower, lowers, bundle.in_training_data(upper), model.known_lines(upper, lowers)
-    )
-    try:
-        return check_couplet(upper, lower, body.tone_mode, bundle.pairing, known)
+    try:  # service.model read once: a reload mid-request does not mix two models
+        return check_with(service.model, upper, lower, body.tone_mode)
     except ValueError as exc:  # e.g. classical tones without a 入声 table
         raise HTTPException(
             status.HTTP_422_UNPROCESSABLE_CONTENT, detail=f"请求无法处理 / Cannot do this request: {exc}"
