@@ -9,10 +9,23 @@ tests about exporting and caching pass their own folders, or none."""
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+
+@pytest.fixture
+def redis_url() -> Iterator[str]:
+    """A real redis-server of the test's own on a free loopback port (the crawler's queue, the
+    servers' shared rate limit and result cache)."""
+    if shutil.which("redis-server") is None:
+        pytest.skip("redis-server missing (bash scripts/sysdeps.sh installs it)")
+    from crawler.localredis import LocalRedis
+
+    with LocalRedis() as url:
+        yield url
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -3,9 +3,6 @@ there) and a real redis-server on a free loopback port."""
 
 from __future__ import annotations
 
-import shutil
-from collections.abc import Iterator
-
 import pytest
 
 from crawler.mirror import HAND_PAIRS, Pair, corpus_pairs
@@ -17,13 +14,3 @@ def mirror_pairs() -> list[Pair]:
     """120 corpus pairs sampled at test time, or the hand-written ones."""
     test_file = corpus_dir() / "wb14123_test.tsv"
     return corpus_pairs(120, seed=7, path=test_file) or list(HAND_PAIRS)
-
-
-@pytest.fixture
-def redis_url() -> Iterator[str]:
-    if shutil.which("redis-server") is None:
-        pytest.skip("redis-server missing (bash scripts/sysdeps.sh)")
-    from crawler.localredis import LocalRedis
-
-    with LocalRedis() as url:
-        yield url

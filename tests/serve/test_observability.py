@@ -320,6 +320,19 @@ def wait_until(condition: Callable[[], bool], seconds: float, what: str) -> None
         time.sleep(0.1)
 
 
+def wait_healthy(server: subprocess.Popen[bytes], url: str, log_file: Path, seconds: float = 240) -> None:
+    """Until the server process answers its health check; its log if it dies first."""
+
+    def up() -> bool:
+        assert server.poll() is None, log_file.read_text()
+        try:
+            return httpx.get(f"{url}/api/v1/health", timeout=5).status_code == 200
+        except httpx.TransportError:
+            return False
+
+    wait_until(up, seconds, "the server answers")
+
+
 @pytest.mark.slow
 def test_json_logs_of_the_server_and_its_decode_worker_carry_the_request_id(
     bundle_a: Path, tmp_path: Path
@@ -342,15 +355,7 @@ def test_json_logs_of_the_server_and_its_decode_worker_carry_the_request_id(
         )
     url = f"http://127.0.0.1:{port}"
     try:
-
-        def up() -> bool:
-            assert server.poll() is None, log_file.read_text()
-            try:
-                return httpx.get(f"{url}/api/v1/health", timeout=5).status_code == 200
-            except httpx.TransportError:
-                return False
-
-        wait_until(up, 240, "the server answers")
+        wait_healthy(server, url, log_file)
         r = httpx.post(
             f"{url}/api/v1/generate",
             json={"upper": "春风得意"},

@@ -9,11 +9,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-import httpx
-
 from crawler.localredis import free_port
 from data.paths import ROOT
-from tests.serve.test_observability import wait_until
+from tests.serve.test_observability import wait_healthy
 
 LIBRARIES = ("onnxscript", "onnx_ir", "torch.onnx", "torch.export")
 
@@ -32,15 +30,7 @@ def test_a_first_server_start_logs_one_export_and_none_of_the_exporters_lines(
     with log_file.open("w") as err:
         server = subprocess.Popen([sys.executable, "-m", "serve", *args], env=env, stdout=err, stderr=err)
     try:
-
-        def up() -> bool:
-            assert server.poll() is None, log_file.read_text()
-            try:
-                return httpx.get(f"http://127.0.0.1:{port}/api/v1/health", timeout=5).status_code == 200
-            except httpx.TransportError:
-                return False
-
-        wait_until(up, 240, "the server answers")
+        wait_healthy(server, f"http://127.0.0.1:{port}", log_file)
     finally:
         server.send_signal(signal.SIGTERM)
         server.wait(timeout=60)

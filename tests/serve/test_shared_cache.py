@@ -5,7 +5,6 @@ model does not read the old one's answers; with Redis gone, servers decode as be
 from __future__ import annotations
 
 import shutil
-from collections.abc import Iterator
 from contextlib import ExitStack
 from pathlib import Path
 
@@ -21,14 +20,6 @@ from tests.serve.conftest import PAIRS, wait_known
 pytestmark = pytest.mark.redis
 
 QUERY = {"upper": PAIRS[1][0], "n": 3}
-
-
-@pytest.fixture
-def redis_url() -> Iterator[str]:
-    if shutil.which("redis-server") is None:
-        pytest.skip("redis-server missing (bash scripts/sysdeps.sh installs it)")
-    with LocalRedis() as url:
-        yield url
 
 
 def servers(settings: Settings, redis_url: str, stack: ExitStack, count: int = 2) -> list[TestClient]:
