@@ -26,9 +26,9 @@ RETRY_AFTER = {
 
 WHY = {
     400: "a body that is not JSON in UTF-8, or (reload) a model folder that does not load",
-    404: "nothing of the kind here",
     401: "a wrong or missing token",
     403: "the route is switched off on this server",
+    404: "nothing of the kind here",
     413: "the body is larger than the server takes (`max_body_bytes`, 64 KiB by default)",
     422: "refused: a field missing, of the wrong type or out of range, or a request the schema cannot "
     "rule out: a line with Latin letters, Arabic digits or no Chinese character, longer than 100 "

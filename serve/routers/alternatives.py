@@ -26,11 +26,7 @@ router = APIRouter(tags=["couplets"], dependencies=[RateLimited], responses=refu
             "description": "input refused, or no character fits there under the rules; `detail` says "
             "why, in Chinese and English",
         },
-        503: {
-            "model": ErrorBody,
-            "description": "the server is busy, or a decode worker is restarting (Retry-After)",
-        },
-    },
+    },  # its 503 (with Retry-After) is the router's
 )
 async def alternatives(
     body: AlternativesRequest, settings: SettingsDep, service: ServiceDep, request: Request
