@@ -48,6 +48,7 @@ from model.decoding.plan import (
     plan_request,
     with_hoof,
 )
+from model.decoding.registers import in_register
 from model.decoding.score_rules import StepRule, Weights, build_rules, fuse
 from model.decoding.search import forced_search, next_scores, rescore, run_search, strategy_for
 from model.decoding.shortlist import Shortlist
@@ -203,6 +204,10 @@ class Decoder:
     def engine(self) -> Any:
         """The model as the search runs it (arrays in, arrays out)."""
         return _engine(self.model)
+
+    def engine_for(self, options: DecodeOptions) -> Any:
+        """The engine writing in ``options.register`` (ConstraintError where the model does not)."""
+        return in_register(self.engine, options.register, self.model.cfg.n_registers)
 
     @property
     def proposer_engine(self) -> Any:
@@ -360,7 +365,7 @@ class Decoder:
         if self.proposer is not None and options.ensemble_weight:  # the normal search's second opinion
             lattice = self.proposer_engine.encode(src)
             table[:, : plan.length] += options.ensemble_weight * lattice
-        engine = self.engine
+        engine = self.engine_for(options)
         memory = engine.encode(src)
 
         local = next_scores(engine, src, table, stepwise, line[:first], memory)  # (V,)
@@ -454,7 +459,13 @@ class Decoder:
         """The encoder-decoder's search as ``options`` ask (plain, diverse or banked)."""
         strategy = strategy_for(stepwise, options.beam, options.groups, options.diversity)
         return run_search(
-            self.engine, src, table, stepwise, strategy, score_end=options.score_end, shortlist=shortlist
+            self.engine_for(options),
+            src,
+            table,
+            stepwise,
+            strategy,
+            score_end=options.score_end,
+            shortlist=shortlist,
         )
 
     def _shortlist(self, plans: list[Plan], ranked: Tensor, k: int) -> Shortlist | None:
@@ -481,7 +492,7 @@ class Decoder:
         """The proposer's candidates re-ranked by the encoder-decoder's log-probability plus
         the search's preferences (and ``proposer_weight`` times the proposer's log-probability)
         -> tokens, search scores, model log-probs, best first per request."""
-        ar = rescore(self.engine, src, tokens, options.score_end, shortlist)  # (N, K)
+        ar = rescore(self.engine_for(options), src, tokens, options.score_end, shortlist)  # (N, K)
         live = np.isfinite(search)
         with np.errstate(invalid="ignore"):  # (-inf - -inf in dead rows: replaced)
             preferences = np.where(live, search - logp, np.float32(NEG_INF))  # (N, K) 0 or the penalties

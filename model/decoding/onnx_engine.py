@@ -276,8 +276,15 @@ class OnnxTransformer(_CachedEngine):
             graphs[name] for name in TRANSFORMER_GRAPHS
         )
 
-    def encode(self, src: np.ndarray) -> np.ndarray:
-        return self._encode.arrays(_unpadded(src))[0]
+    def encode(self, src: np.ndarray, register: np.ndarray | None = None) -> np.ndarray:
+        """src (N, S) -> memory (N, S, d); ``register`` (N,): each line's register, for a model
+        with registers (None: the first, general); a model without them has one register."""
+        src = _unpadded(src)
+        if "register" not in self._encode.inputs:
+            return self._encode.arrays(src)[0]
+        if register is None:
+            register = np.zeros(len(src), dtype=np.int64)
+        return self._encode.arrays(src, register.astype(np.int64))[0]
 
     def new_cache(self, memory: np.ndarray, src: np.ndarray, steps: int = 0) -> OnnxCache:
         _unpadded(src)

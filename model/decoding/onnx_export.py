@@ -141,9 +141,12 @@ class _Encoder(nn.Module):
         self.h, self.dh = attn.h, attn.dh
 
     def forward(self, src: Tensor) -> Tensor:
-        n, s = src.shape
+        return self.stack(self.embed(src) + self.pos(torch.arange(src.size(1))))  # (N, S, d)
+
+    def stack(self, x: Tensor) -> Tensor:
+        """The embedded source (N, S, d) through the layers and the final norm (and head)."""
+        n, s, _ = x.shape
         h, dh = self.h, self.dh
-        x = self.embed(src) + self.pos(torch.arange(s))  # (N, S, d)
         for module in self.layers:
             layer = cast(EncoderLayer, module)
             y = layer.norm1(x)
@@ -154,6 +157,20 @@ class _Encoder(nn.Module):
             x = x + layer.ff(layer.norm2(x))
         x = self.norm(x)
         return x if self.head is None else self.head(x)
+
+
+class _RegisteredEncoder(_Encoder):
+    """``_Encoder`` of a model with registers (``ModelConfig.n_registers``): src (N, S) and
+    register (N,), the register each line is written in (data.text.REGISTERS), whose learned
+    vector is added to every source position as ``CoupletTransformer.encode`` adds it."""
+
+    def __init__(self, model: CoupletTransformer) -> None:
+        super().__init__(model.embed, model.src_pos, model.encoder, model.enc_norm)
+        self.register_embed = cast(nn.Embedding, model.register_embed)
+
+    def forward(self, src: Tensor, register: Tensor) -> Tensor:  # type: ignore[override]
+        x = self.embed(src) + self.pos(torch.arange(src.size(1)))  # (N, S, d)
+        return self.stack(x + self.register_embed(register)[:, None, :])
 
 
 class _Projection(nn.Module):
@@ -300,14 +317,14 @@ def transformer_specs(model: CoupletTransformer) -> dict[str, Callable[[], Graph
         axes |= {f"ck{i}": {0: "B", 3: "S"}, f"cv{i}": {0: "B", 2: "S"}}
     listed = {"weight": {0: "N", 2: "M"}, "bias": {0: "N", 2: "M"}}
     step_args = (rows, torch.tensor([2]), torch.zeros(4, cfg.d_model))
+    encoder: GraphSpec = (
+        (_Encoder(model.embed, model.src_pos, model.encoder, model.enc_norm), (src,), ["src"], ["memory"], {})
+        if model.register_embed is None
+        else (_RegisteredEncoder(model), (src, torch.tensor([0, 1])), ["src", "register"], ["memory"], {})
+    )
+    encoder[4].update({"src": {0: "N", 1: "S"}, "register": {0: "N"}})
     return {
-        "encode": lambda: (
-            _Encoder(model.embed, model.src_pos, model.encoder, model.enc_norm),
-            (src,),
-            ["src"],
-            ["memory"],
-            {"src": {0: "N", 1: "S"}},
-        ),
+        "encode": lambda: encoder,
         "prepare": lambda: (
             _Prepare(model),
             (memory(),),

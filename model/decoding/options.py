@@ -24,6 +24,7 @@ class DecodeOptions:
     locks: str | None = None  # e.g. "__春___": '_' or '＿' free, any other character locked
     required_first: str | None = None  # 藏头: the first character (after any opening punctuation)
     required_chars: str = ""  # 嵌字: each must appear somewhere
+    register: str = "general"  # data.text.REGISTERS, for a model with registers (model/decoding/registers.py)
     rhythm_weight: float = 1.0  # cost of an unopposed tone at a rhythm position
     three_level_weight: float = 2.0  # cost of a level tone that makes a 三平尾
     score_end: bool = False  # one more model step for log P(end of sequence) after the line

@@ -36,8 +36,8 @@ class TorchTransformer:
         self.capabilities: frozenset[str] = model.capabilities
 
     @torch.inference_mode()
-    def encode(self, src: np.ndarray) -> np.ndarray:
-        return _array(self.m.encode(_ids(src)))
+    def encode(self, src: np.ndarray, register: np.ndarray | None = None) -> np.ndarray:
+        return _array(self.m.encode(_ids(src), None if register is None else _ids(register)))
 
     @torch.inference_mode()
     def new_cache(self, memory: np.ndarray, src: np.ndarray, steps: int) -> DecoderCache:
