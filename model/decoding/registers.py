@@ -42,7 +42,8 @@ class InRegister:
         self.engine, self.index = engine, index
 
     def encode(self, src: np.ndarray) -> np.ndarray:
-        return self.engine.encode(src, np.full(len(src), self.index, dtype=np.int64))  # type: ignore[no-any-return]
+        memory: np.ndarray = self.engine.encode(src, np.full(len(src), self.index, dtype=np.int64))
+        return memory
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.engine, name)
