@@ -13,7 +13,7 @@ import unicodedata
 from dataclasses import dataclass
 
 from data.normalize import Normalizer
-from data.text import DIRECTIONS, LONGEST_LINE, is_han, is_punct
+from data.text import DIRECTIONS, LONGEST_LINE, REGISTERS, is_han, is_punct
 
 _HTML = re.compile(r"<\s*/?\s*[A-Za-z!][^>]*>|&#?\w+;")
 LOCK_FREE = "_＿"  # a free position in a lock pattern
@@ -184,6 +184,7 @@ class Query:
     fast: bool = False
     diverse: bool = False
     direction: str = FORWARD
+    register: str = REGISTERS[0]  # what the model writes in, for a model with registers
 
     @property
     def reverse(self) -> bool:
@@ -200,6 +201,7 @@ def make_query(
     fast: bool = False,
     diverse: bool = False,
     direction: str = FORWARD,
+    register: str = REGISTERS[0],
     *,
     max_chars: int = MAX_CHARS,
     max_asked: int = MAX_ASKED,
@@ -212,6 +214,8 @@ def make_query(
             f"声调模式只能是 {'、'.join(TONE_MODES)}", f"The tone mode is one of {', '.join(TONE_MODES)}."
         )
     check_direction(direction)
+    if register not in REGISTERS:
+        raise InputError(f"语体只能是 {'、'.join(REGISTERS)}", f"The register is one of {', '.join(REGISTERS)}.")
     given, _ = line_names(direction)
     line = clean_line(upper, max_chars, given)
     query = Query(
@@ -224,6 +228,7 @@ def make_query(
         fast=fast,
         diverse=diverse,
         direction=direction,
+        register=register,
     )
     if query.required_first is not None and len(query.required_first) != 1:
         raise InputError("藏头只能是一个字", "The required first character must be one character.")

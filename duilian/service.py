@@ -142,6 +142,7 @@ def decode_options(q: Query, n_best: int) -> DecodeOptions:
         required_chars=q.required_chars or "",
         fast=q.fast,
         diversity=DIVERSE_PENALTY if q.diverse else 0.0,
+        register=q.register,
     )
 
 
