@@ -226,7 +226,7 @@ class Composition:
         metadata=doc(
             "best first, each keeping every hard rule, the upper line ending 仄 and the lower 平, "
             "马蹄韵 where there are clauses"
-        )  # fmt: skip
+        )
     )
     model_version: str = field(metadata=doc("the model's version"))
 
@@ -363,7 +363,6 @@ def _couplet(
         score=round(score, 4),
         upper_score=round(up, 4),
         lower_score=round(low, 4),
-        check=check_with(
-            cast("Library", composer), upper, lower, request.tone_mode
-        ),  # needs .bundle, .known_lines
+        # check_with reads only .bundle and .known_lines, which every Composer has
+        check=check_with(cast("Library", composer), upper, lower, request.tone_mode),
     )
