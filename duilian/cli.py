@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from data.paths import default_model_dir, graph_cache_dir
-from duilian import check_cli
+from duilian import check_cli, compose_cli
 from duilian.inputs import FORWARD, MAX_ASKED, MAX_CHARS, REVERSE, TONE_MODES, InputError, Query, make_query
 
 if TYPE_CHECKING:
@@ -203,6 +203,7 @@ def parser() -> argparse.ArgumentParser:
         help="where the exported ONNX graphs are kept between runs (default work/cache/onnx)",
     )
     check_cli.add_parser(commands)  # duilian check 上联 下联
+    compose_cli.add_parser(commands)  # duilian compose 张伟 --length 7
     return top
 
 
@@ -399,6 +400,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command == "check":
             return check_cli.run(args, sys.stdout, sys.stderr)
+        if args.command == "compose":
+            return compose_cli.run(args, sys.stdout, sys.stderr)
         return generate(args, sys.stdin, sys.stdout, sys.stderr)
     except KeyboardInterrupt:
         return 130

@@ -170,10 +170,17 @@ def make_compose_request(
     if not heads and not words:
         raise InputError("请给出藏头（head）或嵌字（keywords）", "Give a head (head) or keywords (keywords).")
     if heads and len(heads) not in (2, 2 * len(clauses)):
+        each = (
+            (
+                f"，或每个分句一个字（{2 * len(clauses)} 个）",
+                f", or one for each of the {2 * len(clauses)} clauses",
+            )
+            if len(clauses) > 1
+            else ("", "")
+        )
         raise InputError(
-            f"藏头须是 2 个字（上下联各一），或每个分句一个字（{2 * len(clauses)} 个）",
-            f"The head is 2 characters (one for each line) or one for each clause "
-            f"({2 * len(clauses)} for a pattern of {len(clauses)} clauses).",
+            f"藏头须是 2 个字（上下联各一）{each[0]}：{heads}",
+            f"The head is 2 characters (one for each line){each[1]}: {heads}.",
         )
     request = ComposeRequest(heads, words, clauses, n, tone_mode, seed)
     upper, lower = request.chars(False), request.chars(True)
@@ -342,13 +349,26 @@ def compose(composer: Composer, request: ComposeRequest) -> Composition:
             "没有写出合乎全部规则的对联，请换个字数或种子（seed）再试",
             "No couplet keeping every rule was found; try another length or seed.",
         )
-    firsts = {r[1]: r for r in reversed(ranked)}  # each upper line's best couplet
-    order = sorted(firsts.values(), key=lambda r: (-r[0], r[1], r[2]))
-    order += [r for r in ranked if r not in order]
-    couplets = [_couplet(composer, request, *r) for r in order[: request.n]]
+    couplets = [_couplet(composer, request, *r) for r in distinct(ranked)[: request.n]]
     return Composition(
         request.head, request.keywords, request.pattern, mode, request.seed, couplets, composer.version
     )
+
+
+def _apart(a: str, b: str) -> bool:
+    return sum(x != y for x, y in zip(a, b, strict=True)) >= 2
+
+
+def distinct(
+    ranked: list[tuple[float, str, str, float, float]],
+) -> list[tuple[float, str, str, float, float]]:
+    """The couplets in their order, those whose lines each differ from every one taken before in
+    two characters or more first, then the rest: n couplets, not one with a character changed."""
+    first: list[tuple[float, str, str, float, float]] = []
+    for r in ranked:
+        if all(_apart(r[1], f[1]) and _apart(r[2], f[2]) for f in first):
+            first.append(r)
+    return first + [r for r in ranked if r not in first]
 
 
 def _couplet(

@@ -28,7 +28,7 @@ from serve.logs import configure_logging
 from serve.observability import Metrics, Observe
 from serve.observability import router as metrics_router
 from serve.ratelimit import make_limiter
-from serve.routers import admin, alternatives, banners, check, feedback, generate, info, scroll, site
+from serve.routers import admin, alternatives, banners, check, compose, feedback, generate, info, scroll, site
 from serve.settings import Settings
 from serve.shared_cache import SharedCache
 
@@ -108,6 +108,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         alternatives.router,
         banners.router,
         check.router,
+        compose.router,
         scroll.router,
         feedback.router,
         info.router,
