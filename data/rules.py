@@ -211,6 +211,35 @@ def check_answer(
     return check(written, given, mode) if reverse else check(given, written, mode, given_tones)
 
 
+def rule_faults(
+    upper: str, lower: str, report: RuleReport, ut: Sequence[Tone], lt: Sequence[Tone]
+) -> dict[str, list[int]]:
+    """Where each rule of ``report`` (``check(upper, lower)``; ``ut``, ``lt``: the lines' tones) is
+    broken: character positions from 0, each hard rule's from its ``*_faults`` function; the
+    check of a couplet (duilian/check.py) and its suggestions (duilian/suggest.py) read them."""
+    n = min(len(upper), len(lower))
+    where = {
+        "length": [] if report.length else [n],
+        "punctuation": punctuation_faults(upper, lower),
+        "repeats": repeat_faults(upper, lower),
+        "no_reuse": reused_positions(upper, lower),
+        "tone_end": [],
+        "horse_hoof": [],
+        "rhythm": [],
+        "no_three_level_tail": [] if report.no_three_level_tail else list(range(len(lower) - 3, len(lower))),
+    }
+    if report.tone_end is False:
+        where["tone_end"] = [max(i for i, ch in enumerate(lower) if not is_punct(ch))]
+    if report.horse_hoof is False:
+        ends = hoof_ends(ut, upper) + hoof_ends(lt, lower, lower=True)
+        where["horse_hoof"] = sorted({p for p, _, kept in ends if kept is False})
+    if report.rhythm is not None:
+        where["rhythm"] = [
+            i for i in rhythm_positions(upper) if ut[i] and lt[i] and not opposed(ut[i], lt[i])
+        ]
+    return where
+
+
 def reads_reversed(given_end: Tone, reverse: bool = False) -> bool:
     """Whether the given line probably stands on the other side of its couplet: an upper line
     that ends level (平) reads like a lower line; with ``reverse``, a lower line that ends

@@ -28,6 +28,7 @@ from data.rules import RuleReport
 from data.segment import FirstCharDictionary, boundaries, write_dictionary
 from data.text import is_punct
 from data.tones import Tone, line_tones, mark, opposed
+from duilian.suggest import NO_MODEL, Suggestions, unavailable
 from model.release.fingerprint import normalise
 
 if TYPE_CHECKING:
@@ -166,6 +167,13 @@ class CheckReport:
     known: KnownCouplet | None = field(
         metadata=doc("whether the couplet is a known one (null: no bundle to ask)")
     )
+    suggestions: Suggestions = field(
+        metadata=doc(
+            "characters to change in the lower line where it is weak (a broken rule first, then the weakest "
+            "word pairs), each with what it mends and the line with it; or why there are none"
+        ),
+        default_factory=lambda: unavailable(NO_MODEL),
+    )
 
     def as_json(self) -> dict[str, Any]:
         """The JSON object POST /api/v1/check answers."""
@@ -224,35 +232,8 @@ def known_couplet(
     )
 
 
-def _where(
-    upper: str, lower: str, report: RuleReport, ut: list[Tone], lt: list[Tone]
-) -> dict[str, list[int]]:
-    """The positions where each rule is broken (the rules' own ``*_faults``)."""
-    n = min(len(upper), len(lower))
-    where = {
-        "length": [] if report.length else [n],
-        "punctuation": rules.punctuation_faults(upper, lower),
-        "repeats": rules.repeat_faults(upper, lower),
-        "no_reuse": rules.reused_positions(upper, lower),
-        "tone_end": [],
-        "horse_hoof": [],
-        "rhythm": [],
-        "no_three_level_tail": [] if report.no_three_level_tail else list(range(len(lower) - 3, len(lower))),
-    }
-    if report.tone_end is False:
-        where["tone_end"] = [max(i for i, ch in enumerate(lower) if not is_punct(ch))]
-    if report.horse_hoof is False:
-        ends = rules.hoof_ends(ut, upper) + rules.hoof_ends(lt, lower, lower=True)
-        where["horse_hoof"] = sorted({p for p, _, kept in ends if kept is False})
-    if report.rhythm is not None:
-        where["rhythm"] = [
-            i for i in rules.rhythm_positions(upper) if ut[i] and lt[i] and not opposed(ut[i], lt[i])
-        ]
-    return where
-
-
 def _rules(upper: str, lower: str, ut: list[Tone], lt: list[Tone], report: RuleReport) -> list[RuleCheck]:
-    where = _where(upper, lower, report, ut, lt)
+    where = rules.rule_faults(upper, lower, report, ut, lt)
     spans = rules.clause_spans(upper)
     low_spans = rules.clause_spans(lower)
     out = []

@@ -1,19 +1,23 @@
 """``duilian check 上联 下联``: the check of a couplet a person wrote (duilian/check.py), printed
 for a person, or with ``--json`` as the very object POST /api/v1/check answers.
 
-It reads the lines as the site does (duilian/inputs.py) and the bundle without its models
-(``load_bundle(models=False, lazy=True)``: the pairing table and the known lines), so it loads no
-model and imports no PyTorch. Bad input: a message in Chinese and English on stderr, exit status 2.
+It reads the lines as the site does (duilian/inputs.py) and the bundle with the site's default
+engine (``SERVE_INT8`` on ``SERVE_RUNTIME``, the graphs cached as ``duilian generate`` caches them),
+whose alternatives search suggests characters where the lower line is weak (duilian/suggest.py).
+``--no-suggest`` reads the bundle without its models (the pairing table and the known lines: no
+model, no PyTorch) and the report says why there are no suggestions. Bad input: a message in
+Chinese and English on stderr, exit status 2.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
-from data.paths import default_model_dir
+from data.paths import default_model_dir, graph_cache_dir
 from duilian.inputs import TONE_MODES, InputError, clean_line
 
 if TYPE_CHECKING:
@@ -27,7 +31,9 @@ output / 输出:
   ✓ kept, ✗ broken (at the characters named, counted from 1), – does not apply; clause by clause (分句)
   the clause ends' tones and 马蹄韵's (仄顶仄，平顶平: the upper line's clause ends run … 仄仄 平平 仄, the
   lower's mirror them); the word pairs (jieba's words of the upper line) with their pairing score (the
-  bundle's table: 0 no better than chance, 3 the best) and parts of speech; whether it is a known couplet.
+  bundle's table: 0 no better than chance, 3 the best) and parts of speech; whether it is a known couplet;
+  改字建议 (suggestions): for the weakest places of the lower line (a broken rule first, then the weakest
+  word pairs) the characters that mend them with the rest kept, and the line with each.
   --json prints the object POST /api/v1/check answers.
 
 exit status / 退出码: 0 checked (whatever the verdicts); 2 a line, an option or the model refused.
@@ -57,13 +63,18 @@ def add_parser(commands: Any) -> None:
         help="模型目录 / the bundle whose pairing table and known lines are read (default models/default)",
     )
     sub.add_argument("--json", action="store_true", help="JSON: the object POST /api/v1/check answers")
+    sub.add_argument(
+        "--no-suggest",
+        action="store_true",
+        help="不给改字建议，不载入模型 / no suggestions: the check alone, without loading the model (faster)",
+    )
 
 
 def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
     try:
         upper = clean_line(args.upper)
         lower = clean_line(args.lower, name=("下联", "The lower line"))
-        report = check(upper, lower, args.tone_mode, args.model)
+        report = check(upper, lower, args.tone_mode, args.model, suggest=not args.no_suggest)
     except InputError as exc:
         stderr.write(f"duilian: {exc}\n")
         return EXIT_INPUT
@@ -71,11 +82,14 @@ def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
     return 0
 
 
-def check(upper: str, lower: str, mode: str, model: Path | None) -> CheckReport:
-    """The report, with the bundle's pairing table and known lines; InputError when the bundle
-    cannot be read or the tone mode has no table."""
+def check(upper: str, lower: str, mode: str, model: Path | None, suggest: bool = True) -> CheckReport:
+    """The report, with the bundle's pairing table and known lines, and with ``suggest`` its
+    suggestions; InputError when the bundle cannot be read or the tone mode has no table."""
+    # imported on use, as duilian/cli.py's load: `duilian --help` starts without the models' modules
     from duilian.check import check_with
-    from duilian.service import Library
+    from duilian.service import Engine, Library, LoadedModel, set_decode_threads
+    from duilian.suggest import suggest as suggestions
+    from model.decoding.options import SERVE_INT8, SERVE_RUNTIME
     from model.release.bundle import has_model, load_bundle
 
     folder = model or default_model_dir()
@@ -84,7 +98,13 @@ def check(upper: str, lower: str, mode: str, model: Path | None) -> CheckReport:
             f"{folder} 不是模型目录", f"{folder} holds no model bundle; the shipped one is models/default"
         )
     try:
-        return check_with(Library(load_bundle(folder, lazy=True, models=False)), upper, lower, mode)
+        if not suggest:
+            return check_with(Library(load_bundle(folder, lazy=True, models=False)), upper, lower, mode)
+        engine = Engine(SERVE_INT8, SERVE_RUNTIME, graph_cache_dir())
+        loaded = LoadedModel.load(folder, None, engine, warm=False, lazy=True)
+        set_decode_threads(1)  # as the site's decode workers
+        report = check_with(loaded, upper, lower, mode)
+        return replace(report, suggestions=suggestions(report, loaded.alternatives, loaded.bundle.pairing))
     except (OSError, KeyError, RuntimeError) as exc:
         raise InputError("模型无法读取", f"the model bundle at {folder} cannot be read: {exc}") from exc
     except ValueError as exc:  # a damaged bundle, or classical tones without a 入声 table
@@ -139,4 +159,25 @@ def plain(r: CheckReport) -> str:
         out.append("已知  训练集中的对联 / a couplet of the training set")
     elif r.known is not None and r.known.upper_known:
         out.append(f"已知  上联在训练集中，下联 / known lower lines: {'，'.join(r.known.known_lower_lines)}")
-    return "\n".join(out)
+    return "\n".join(out + suggestion_lines(r))
+
+
+def suggestion_lines(r: CheckReport) -> list[str]:
+    """改字建议: each weak place (counted from 1), what is weak there, and its replacements with
+    what each mends and the line with it; or why there are none."""
+    s = r.suggestions
+    if not s.items:
+        return [f"建议  {s.reason}"]
+    names = {rule.name: rule.label for rule in r.rules} | {"pair": "词对"}
+    out = ["建议  改字 / suggestions (第几字：现字 → 换字，补救什么，换后的下联):"]
+    for item in s.items:
+        weak = "、".join(names.get(w, w) for w in item.weakness)
+        head = f"  第{item.position + 1}字「{item.current}」（{weak}；{item.upper_word}/{item.lower_word}）"
+        if not item.replacements:
+            out.append(f"{head}  {item.note}")
+            continue
+        out.append(head)
+        for rep in item.replacements:
+            mends = "、".join(names.get(m, m) for m in rep.mends)
+            out.append(f"      → {rep.char}  补{mends}  {rep.text}")
+    return out

@@ -215,7 +215,9 @@ def make_query(
         )
     check_direction(direction)
     if register not in REGISTERS:
-        raise InputError(f"语体只能是 {'、'.join(REGISTERS)}", f"The register is one of {', '.join(REGISTERS)}.")
+        raise InputError(
+            f"语体只能是 {'、'.join(REGISTERS)}", f"The register is one of {', '.join(REGISTERS)}."
+        )
     given, _ = line_names(direction)
     line = clean_line(upper, max_chars, given)
     query = Query(
@@ -250,6 +252,7 @@ class AlternativesQuery:
     required_first: str | None = None
     required_chars: str | None = None
     direction: str = FORWARD
+    rules: bool = True  # False: ranked without the couplet rules (the check's suggestions judge them after)
 
     @property
     def reverse(self) -> bool:

@@ -406,6 +406,7 @@ class LoadedModel(Library):
             locks=query.locks,
             required_first=query.required_first,
             required_chars=query.required_chars or "",
+            rules=query.rules,
         )
         found: Alternatives = self.decoder_for(query.direction).alternatives(
             query.given,

@@ -2,12 +2,34 @@
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Sequence
+from dataclasses import replace
+
 from fastapi import APIRouter, HTTPException, status
+from fastapi.concurrency import run_in_threadpool
 from pydantic import Field
 
+from data.pairing import PairingTable
 from duilian.check import CheckReport, check_with
+from duilian.inputs import AlternativesQuery
+from duilian.suggest import (
+    BUSY,
+    NOT_ASKED,
+    Suggestions,
+    Unsuggestable,
+    assemble,
+    needs_retry,
+    plan,
+    queries,
+    unavailable,
+)
+from model.decoding.answer import Alternatives
+from model.decoding.plan import ConstraintError
+from serve.couplets import Busy, CoupletService
 from serve.deps import RateLimited, ServiceDep, SettingsDep
 from serve.errors import ErrorBody, refusals
+from serve.pool import WorkerLost
 from serve.schemas import Request, ToneMode
 from serve.validation import clean_line
 
@@ -24,6 +46,11 @@ class CheckRequest(Request):
     tone_mode: ToneMode = Field(
         "modern", description="modern, lenient, or classical (古声: the 平水韵's 入声 characters oblique)"
     )
+    suggest: bool = Field(
+        True,
+        description="suggest characters where the lower line is weak (the alternatives search, run by a "
+        "decode worker; false: the check alone, and `suggestions` says they were not asked for)",
+    )
 
 
 @router.post(
@@ -33,15 +60,51 @@ class CheckRequest(Request):
         422: {"model": ErrorBody, "description": "a line refused; `detail` says why, in Chinese and English"}
     },
 )
-def check(body: CheckRequest, settings: SettingsDep, service: ServiceDep) -> CheckReport:
+async def check(body: CheckRequest, settings: SettingsDep, service: ServiceDep) -> CheckReport:
     """Every couplet rule kept or broken and where, clause by clause, with each character's tone, the
-    word pairs and how well they pair, and whether the couplet is one of the model's training pairs.
+    word pairs and how well they pair, whether the couplet is one of the model's training pairs, and
+    suggestions: for the lower line's weakest places (a broken rule first, then the weakest word
+    pairs), the characters that mend them with the rest of the line kept, each judged by the rules.
     Lines of unequal length are checked too (the length rule says where they part)."""
     upper = clean_line(body.upper, settings.max_chars)
     lower = clean_line(body.lower, settings.max_chars, ("下联", "The lower line"))
-    try:  # service.model read once: a reload mid-request does not mix two models
-        return check_with(service.model, upper, lower, body.tone_mode)
+    model = service.model  # read once: a reload mid-request does not mix two models' checks
+    try:
+        report = await run_in_threadpool(check_with, model, upper, lower, body.tone_mode)
     except ValueError as exc:  # e.g. classical tones without a 入声 table
         raise HTTPException(
             status.HTTP_422_UNPROCESSABLE_CONTENT, detail=f"请求无法处理 / Cannot do this request: {exc}"
         ) from exc
+    if not body.suggest:
+        return replace(report, suggestions=unavailable(NOT_ASKED))
+    return replace(report, suggestions=await suggestions(service, report, model.bundle.pairing))
+
+
+async def suggestions(
+    service: CoupletService, report: CheckReport, pairing: PairingTable | None
+) -> Suggestions:
+    """duilian.suggest's steps with the site's alternatives (decode workers, all places at once);
+    a busy server or a lost worker gives the check without them, saying why."""
+    try:
+        places = plan(report, pairing)
+    except Unsuggestable as exc:
+        return exc.answer
+    try:
+        found = await _ask(service, queries(report, places))
+        retry = [i for i, f in enumerate(found) if needs_retry(f)]
+        again = await _ask(service, queries(report, [places[i] for i in retry], rules_on=False))
+    except (Busy, WorkerLost):
+        return unavailable(BUSY)
+    for i, f in zip(retry, again, strict=True):
+        found[i] = f
+    return assemble(report, places, found, pairing)
+
+
+async def _ask(
+    service: CoupletService, asked: Sequence[AlternativesQuery]
+) -> list[Alternatives | ConstraintError]:
+    found = await asyncio.gather(*(service.alternatives(q) for q in asked), return_exceptions=True)
+    for f in found:
+        if isinstance(f, BaseException) and not isinstance(f, ConstraintError):
+            raise f
+    return [f for f in found if isinstance(f, Alternatives | ConstraintError)]

@@ -97,6 +97,27 @@ def test_json_is_the_apis_very_object_and_plain_text_is_readable(known_bundle: P
     assert "✗不重字（第1、3、5字）" in broken and "✗标点（第3、4字）" in broken
 
 
+def test_suggestions_are_the_apis_and_without_the_model_the_report_says_why(
+    known_bundle: Path, tmp_path: Path
+) -> None:
+    upper, lower = "春风得意", "秋月生雨"  # 雨 oblique after 意: the tone end broken
+    out = run(upper, lower, "--model", str(known_bundle), "--json")
+    assert out.returncode == 0, out.stderr
+    answer = api_answer(known_bundle, tmp_path, upper, lower)
+    assert json.loads(out.stdout)["suggestions"] == answer["suggestions"]
+    first = answer["suggestions"]["items"][0]
+    assert first["position"] == 3 and "tone_end" in first["weakness"]
+    assert check(upper, first["replacements"][0]["text"]).tone_end is True
+    text = run(upper, lower, "--model", str(known_bundle)).stdout
+    assert "建议" in text and "第4字「雨」（尾字平仄" in text
+    assert f"→ {first['replacements'][0]['char']}  补尾字平仄" in text
+    bare = run(upper, lower, "--model", str(known_bundle), "--json", "--no-suggest")
+    assert bare.returncode == 0, bare.stderr
+    said = json.loads(bare.stdout)["suggestions"]
+    assert said["searched"] is False and said["items"] == [] and "No model" in said["reason"]
+    assert "未载入模型" in run(upper, lower, "--model", str(known_bundle), "--no-suggest").stdout
+
+
 def test_known_lines_are_screened_by_the_bundles_word_list_as_the_site_screens_them(
     tmp_path_factory: pytest.TempPathFactory, vocab: Vocab, tmp_path: Path
 ) -> None:

@@ -121,6 +121,7 @@ def test_a_known_couplet_and_its_word_pairs_scores(known_client: TestClient, kno
         {"upper": "春风", "lower": "秋月", "mode": "modern"},
         {"upper": "春风"},
         {"upper": 5, "lower": "秋月"},
+        {"upper": "春风", "lower": "秋月", "suggest": "yes"},
     ],
 )
 def test_bad_input_is_a_bilingual_422(client: TestClient, payload: dict) -> None:
@@ -140,3 +141,24 @@ def test_the_openapi_document_describes_the_answer(client: TestClient) -> None:
     assert all(p.get("description") for p in answer["properties"].values())
     assert "horse_hoof" in schemas["RuleReport"]["properties"]
     assert "422" in op["responses"]
+    assert {"searched", "reason", "items"} <= set(schemas["Suggestions"]["properties"])
+    assert {"position", "current", "weakness", "replacements", "note"} <= set(
+        schemas["Suggestion"]["properties"]
+    )
+    assert all(p.get("description") for p in schemas["Replacement"]["properties"].values())
+
+
+def test_suggestions_mend_a_reused_character_and_can_be_left_out(client: TestClient) -> None:
+    upper, lower = "花开富贵", "竹报富安"  # 富 is the upper line's
+    body = client.post(URL, json={"upper": upper, "lower": lower}).json()
+    s = body["suggestions"]
+    assert s["searched"] is True and s["reason"] is None
+    first = s["items"][0]
+    assert first["position"] == 2 and first["current"] == "富" and "no_reuse" in first["weakness"]
+    best = first["replacements"][0]
+    assert "no_reuse" in best["mends"] and check(upper, best["text"]).no_reuse is True
+    assert best["text"] == lower[:2] + best["char"] + lower[3:]
+    alone = client.post(URL, json={"upper": upper, "lower": lower, "suggest": False}).json()["suggestions"]
+    assert alone["searched"] is False and alone["items"] == [] and "suggest: false" in alone["reason"]
+    unequal = client.post(URL, json={"upper": upper, "lower": "竹报平安好"}).json()["suggestions"]
+    assert unequal["searched"] is False and "mirrored" in unequal["reason"]

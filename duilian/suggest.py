@@ -1,0 +1,273 @@
+"""Suggestions in the check of a couplet (issue 42): for the lower line's weakest places, a broken
+rule's first, then the word pairs the pairing table scores lowest, the characters the alternatives
+search puts there with the rest of the line kept (``Decoder.alternatives``, ``LoadedModel.alternatives``).
+
+The search proposes and ranks; ``data.rules`` judges. A replacement is kept only when the line with
+it mends what is weak at that place (the rule no longer broken there, or the character pairs better
+with the upper line's) and breaks nothing anywhere that the line kept (no new place in any rule's
+``rule_faults``). When the rest of the line breaks a rule too, the search finds no line that keeps
+every rule; the place is then asked again with the rules off and judged the same way.
+
+``plan`` says which places to ask about (or why none: ``Unsuggestable``), ``queries`` what to ask,
+``assemble`` builds the answer from what the search found; ``suggest`` does the three with a model
+in this process (the command line), serve/routers/check.py with the site's decode workers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from data import rules
+from data.pairing import PairingTable
+from data.text import is_punct
+from data.tones import Tone, line_tones
+from duilian.inputs import MAX_ALTERNATIVES, AlternativesQuery
+from model.decoding.answer import Alternative, Alternatives
+from model.decoding.plan import ConstraintError
+
+if TYPE_CHECKING:
+    from duilian.check import CheckReport
+
+MAX_PLACES = 3  # places of the lower line suggested for
+SHOWN = 3  # replacements shown for each place
+WEAK_PAIR = 1.0  # a character pair the pairing table scores below this is weak (天/地 about 3)
+PAIR = "pair"
+# the rules one character can mend, the worst broken first (length and punctuation cannot)
+MENDABLE = ("no_reuse", "repeats", "tone_end", "horse_hoof", "no_three_level_tail", "rhythm")
+
+NO_MODEL = "未载入模型，没有改字建议 / No model was loaded, so no characters are suggested"
+NOT_ASKED = "未要求改字建议 / Suggestions were not asked for (suggest: false)"
+BUSY = "服务器正忙，没有改字建议，请稍后再试 / The server is busy: no suggestions; please retry shortly"
+NOT_ALIGNED = (
+    "上下联须先字数相等、标点相对，才能逐字建议 / The lines must first be as long as each other with "
+    "their marks mirrored before characters can be suggested"
+)
+NOTHING_WEAK = (
+    "规则都已守住，词对也都不弱，没有要改的字 / Every rule is kept and no word pair is weak: nothing to mend"
+)
+NONE_MENDS = (
+    "其余字不变时，没有一个字能补救这里而不破坏别的规则 / No character here mends it, with the rest of the "
+    "line kept, without breaking another rule"
+)
+
+
+def doc(description: str) -> dict[str, str]:
+    return {"description": description}
+
+
+@dataclass(frozen=True)
+class Replacement:
+    """A character for the place, and the line with it."""
+
+    char: str = field(metadata=doc("the replacement (at every place of its repeat group)"))
+    text: str = field(metadata=doc("the lower line with it applied"))
+    mends: list[str] = field(
+        metadata=doc(
+            "what it mends there: the rules (as in `rules`) no longer broken, and `pair` when it "
+            "pairs better with the upper line's character"
+        )
+    )
+    pairing: float | None = field(
+        metadata=doc("the pairing table's score of it facing the upper line's character (null: no table)")
+    )
+    rank_score: float = field(
+        metadata=doc("the alternatives search's score of the line with it, per character")
+    )
+
+
+@dataclass(frozen=True)
+class Suggestion:
+    """One weak place of the lower line and the best characters for it, best first."""
+
+    position: int = field(metadata=doc("the place, from 0"))
+    positions: list[int] = field(metadata=doc("every place that changes with it (a repeat group)"))
+    current: str = field(metadata=doc("the lower line's character there"))
+    weakness: list[str] = field(
+        metadata=doc("what is weak there: the rules broken at the place, or `pair` (a weak word pair)")
+    )
+    upper_word: str = field(metadata=doc("the upper line's word at the place (jieba's segmentation)"))
+    lower_word: str = field(metadata=doc("the lower line's characters facing it"))
+    pairing: float | None = field(
+        metadata=doc("the pairing table's score of the current character facing the upper's (null: no table)")
+    )
+    replacements: list[Replacement] = field(metadata=doc("the characters that mend it, best first"))
+    note: str | None = field(
+        metadata=doc("why there is no replacement, in Chinese and English"), default=None
+    )
+
+
+@dataclass(frozen=True)
+class Suggestions:
+    """Characters to change in the lower line, or why there are none."""
+
+    searched: bool = field(metadata=doc("the alternatives search was asked (false: `reason` says why not)"))
+    reason: str | None = field(metadata=doc("why there are no suggestions, in Chinese and English"))
+    items: list[Suggestion] = field(
+        metadata=doc("the weakest places, a broken rule's first, then the weakest word pairs"),
+        default_factory=list,
+    )
+
+
+def unavailable(reason: str) -> Suggestions:
+    return Suggestions(searched=False, reason=reason)
+
+
+class Unsuggestable(Exception):
+    """No place can be suggested for (``reason``: the ``Suggestions`` answer that says why)."""
+
+    def __init__(self, answer: Suggestions) -> None:
+        super().__init__(answer.reason)
+        self.answer = answer
+
+
+@dataclass(frozen=True)
+class Place:
+    position: int
+    weakness: tuple[str, ...]
+
+
+def plan(check: CheckReport, pairing: PairingTable | None) -> list[Place]:
+    """The weakest places of the lower line, at most ``MAX_PLACES``: where a rule is broken (the
+    worst rule first, then the most rules), then the weakest word pairs (the character each scores
+    lowest, below ``WEAK_PAIR``); raises ``Unsuggestable`` when the lines are not aligned."""
+    broken = {r.name: r.positions for r in check.rules if r.positions and r.kept is not True}
+    if "length" in broken or "punctuation" in broken:
+        raise Unsuggestable(Suggestions(searched=False, reason=NOT_ALIGNED))
+    upper, lower = check.upper, check.lower
+    lt = line_tones(lower, check.tone_mode)
+    at: dict[int, list[str]] = {}
+    for name in MENDABLE:
+        for p in _places(name, broken.get(name, []), lower, lt):
+            at.setdefault(p, []).append(name)
+    ranked = sorted(at, key=lambda p: (MENDABLE.index(at[p][0]), -len(at[p]), p))
+    places = [Place(p, tuple(at[p])) for p in ranked[:MAX_PLACES]]
+    if pairing is not None and len(places) < MAX_PLACES:
+        weak: list[tuple[float, int]] = []
+        for w in check.words:
+            scores = [(pairing.get(upper[i], lower[i]), i) for i in range(w.start, w.start + len(w.upper))]
+            scores = [s for s in scores if s[1] not in at and not is_punct(upper[s[1]]) and s[0] < WEAK_PAIR]
+            if scores:
+                weak.append(min(scores))
+        places += [Place(p, (PAIR,)) for _, p in sorted(weak)[: MAX_PLACES - len(places)]]
+    return places
+
+
+def _places(name: str, where: list[int], lower: str, lt: list[Tone]) -> list[int]:
+    """The places of the lower line one character could mend ``name`` at."""
+    if name == "horse_hoof":  # the lower line's own clause ends (the upper line's are not to change)
+        return [p for p, _, kept in rules.hoof_ends(lt, lower, lower=True) if kept is False]
+    if name == "no_three_level_tail":  # the level ones before the end (the tone end holds the last)
+        return [p for p in where[:-1] if lt[p] == Tone.LEVEL]
+    return [p for p in where if not is_punct(lower[p])]
+
+
+def queries(check: CheckReport, places: Sequence[Place], rules_on: bool = True) -> list[AlternativesQuery]:
+    """What to ask the alternatives search for each place."""
+    return [
+        AlternativesQuery(
+            check.upper, check.lower, p.position, MAX_ALTERNATIVES, check.tone_mode, rules=rules_on
+        )
+        for p in places
+    ]
+
+
+def needs_retry(found: Alternatives | ConstraintError) -> bool:
+    """The search found no line keeping every rule (the rest of the line breaks one): ask again
+    with the rules off, the replacements judged here all the same."""
+    return isinstance(found, ConstraintError) and found.constraint == "search"
+
+
+def assemble(
+    check: CheckReport,
+    places: Sequence[Place],
+    found: Sequence[Alternatives | ConstraintError],
+    pairing: PairingTable | None,
+) -> Suggestions:
+    """The suggestions from the search's answer for each place (or its refusal)."""
+    if not places:
+        return Suggestions(searched=True, reason=NOTHING_WEAK)
+    upper, lower, mode = check.upper, check.lower, check.tone_mode
+    before = rules.rule_faults(upper, lower, check.report, line_tones(upper, mode), line_tones(lower, mode))
+    words = {i: w for w in check.words for i in range(w.start, w.start + len(w.upper))}
+    items = []
+    for place, answer in zip(places, found, strict=True):
+        p = place.position
+        own = pairing.get(upper[p], lower[p]) if pairing is not None else None
+        failed = isinstance(answer, ConstraintError)
+        listed = [] if isinstance(answer, ConstraintError) else answer.alternatives
+        positions = [p] if isinstance(answer, ConstraintError) else list(answer.positions)
+        judged = (_judge(check, place, positions, a, before, pairing) for a in listed if not a.original)
+        shown = [r for r in judged if r is not None][:SHOWN]
+        word = words.get(p)
+        items.append(
+            Suggestion(
+                position=p,
+                positions=positions,
+                current=lower[p],
+                weakness=list(place.weakness),
+                upper_word=word.upper if word else upper[p],
+                lower_word=word.lower if word else lower[p],
+                pairing=_round(own),
+                replacements=shown,
+                note=None if shown else (str(answer) if failed else NONE_MENDS),
+            )
+        )
+    return Suggestions(searched=True, reason=None, items=items)
+
+
+def _judge(
+    check: CheckReport,
+    place: Place,
+    positions: list[int],
+    a: Alternative,
+    before: dict[str, list[int]],
+    pairing: PairingTable | None,
+) -> Replacement | None:
+    """``a`` as a replacement at ``place``: None when its line breaks anything the line kept
+    (a new place in any rule's faults) or mends nothing that is weak there."""
+    upper, mode, p = check.upper, check.tone_mode, place.position
+    ut = line_tones(upper, mode)
+    after = rules.rule_faults(
+        upper, a.text, rules.check(upper, a.text, mode, ut), ut, line_tones(a.text, mode)
+    )
+    if any(set(after[name]) - set(before[name]) for name in after):
+        return None
+    score = pairing.get(upper[p], a.char) if pairing is not None else None
+    own = pairing.get(upper[p], check.lower[p]) if pairing is not None else None
+    mended = [r for r in place.weakness if r != PAIR and not set(positions) & set(after[r])]
+    pairs_better = score is not None and own is not None and score > own
+    if not (pairs_better if PAIR in place.weakness else mended):
+        return None
+    return Replacement(a.char, a.text, mended + [PAIR] * pairs_better, _round(score), round(a.rank_score, 4))
+
+
+def suggest(
+    check: CheckReport,
+    ask: Callable[[AlternativesQuery], Alternatives],
+    pairing: PairingTable | None,
+) -> Suggestions:
+    """The suggestions, asking ``ask`` (``LoadedModel.alternatives``) one place at a time."""
+    try:
+        places = plan(check, pairing)
+    except Unsuggestable as exc:
+        return exc.answer
+    found = [_ask(ask, q) for q in queries(check, places)]
+    retry = [i for i, f in enumerate(found) if needs_retry(f)]
+    for i, q in zip(retry, queries(check, [places[i] for i in retry], rules_on=False), strict=True):
+        found[i] = _ask(ask, q)
+    return assemble(check, places, found, pairing)
+
+
+def _ask(
+    ask: Callable[[AlternativesQuery], Alternatives], q: AlternativesQuery
+) -> Alternatives | ConstraintError:
+    try:
+        return ask(q)
+    except ConstraintError as exc:
+        return exc
+
+
+def _round(score: float | None) -> float | None:
+    return None if score is None else round(score, 3)

@@ -1,0 +1,102 @@
+"""Suggestions in the check of a couplet (duilian/suggest.py, issue 42): on the site's tiny real
+bundle and its alternatives search, hand-made couplets with a known broken rule get, at that place,
+a first replacement whose line keeps the rule (judged by data.rules.check); a couplet that keeps
+every rule gets no rule-mending suggestion; the check without a model says why there are none."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from data.pairing import PairingTable
+from data.rules import check
+from duilian.check import CheckReport, check_couplet, check_with
+from duilian.service import Engine, LoadedModel
+from duilian.suggest import NO_MODEL, NOT_ALIGNED, NOTHING_WEAK, PAIR, plan, suggest
+from serve.settings import Settings
+from tests.serve.conftest import PAIRS
+
+
+@pytest.fixture(scope="module")
+def model(bundle_a: Path, graph_cache: Path) -> LoadedModel:
+    settings = Settings(model_dir=bundle_a)
+    return LoadedModel.load(bundle_a, engine=Engine(settings.int8, settings.runtime, graph_cache))
+
+
+def suggested(model: LoadedModel, upper: str, lower: str) -> CheckReport:
+    report = check_with(model, upper, lower, "modern")
+    return replace(report, suggestions=suggest(report, model.alternatives, model.bundle.pairing))
+
+
+@pytest.mark.parametrize(
+    ("upper", "lower", "rule", "position"),
+    [
+        ("春风得意", "秋月生雨", "tone_end", 3),  # 雨 is oblique after 意 (oblique)
+        ("春风得意", "秋风生辉", "no_reuse", 1),  # 风 is the upper line's
+        ("春风得意", "秋秋生辉", "repeats", 1),  # 秋秋 where the upper line has no repeat
+        ("春风得意", "春月生雨", "no_reuse", 0),  # two rules broken: the rest breaks one too
+    ],
+)
+def test_the_first_suggestion_at_a_broken_place_mends_it(
+    model: LoadedModel, upper: str, lower: str, rule: str, position: int
+) -> None:
+    assert getattr(check(upper, lower), rule) is False
+    report = suggested(model, upper, lower)
+    s = report.suggestions
+    assert s.searched and s.reason is None
+    item = next(i for i in s.items if i.position == position)
+    assert rule in item.weakness and item.current == lower[position]
+    assert item.replacements, item.note
+    first = item.replacements[0]
+    assert rule in first.mends and first.char != lower[position]
+    assert first.text == lower[:position] + first.char + lower[position + 1 :]
+    after = check(upper, first.text)
+    assert getattr(after, rule) is True or (rule == "no_reuse" and position not in _reused(upper, first.text))
+    before = check(upper, lower)
+    for name in ("length", "punctuation", "repeats", "no_reuse", "tone_end"):
+        assert not (getattr(before, name) is True and getattr(after, name) is False), name
+    rules_first = [i.position for i in s.items if PAIR not in i.weakness]
+    assert s.items[: len(rules_first)] == [i for i in s.items if PAIR not in i.weakness]  # broken rules first
+
+
+def _reused(upper: str, lower: str) -> list[int]:
+    return [i for i, ch in enumerate(lower) if ch in upper]
+
+
+@pytest.mark.parametrize(
+    ("upper", "lower"), [("绿水青山，千秋画卷", "红梅白雪，万里诗篇"), ("春风得意", "秋月生辉")]
+)
+def test_a_couplet_that_keeps_every_rule_gets_no_rule_mending_suggestion(
+    model: LoadedModel, upper: str, lower: str
+) -> None:
+    assert all(r.kept is not False for r in check_couplet(upper, lower).rules)  # rhythm 100% too
+    s = suggested(model, upper, lower).suggestions
+    assert s.searched
+    assert all(i.weakness == [PAIR] for i in s.items)
+    assert all(r.mends == [PAIR] for i in s.items for r in i.replacements)
+    if model.bundle.pairing is None:  # the tiny bundle without pairs: nothing weak to say
+        assert s.items == [] and s.reason == NOTHING_WEAK
+
+
+def test_weak_pairs_come_after_broken_rules_and_mend_the_pair() -> None:
+    table = PairingTable.count(PAIRS)  # 春/秋, 风/月, 得/生 pair; 意/雨 never
+    upper, lower = "春风得意", "秋月生雨"
+    report = check_couplet(upper, lower, "modern", table)
+    places = plan(report, table)
+    assert places[0].position == 3 and "tone_end" in places[0].weakness  # the broken rule first
+    assert all(p.weakness == (PAIR,) for p in places[1:])
+
+
+def test_without_a_model_the_check_says_why_there_are_no_suggestions() -> None:
+    s = check_couplet("春风得意", "秋月生雨").suggestions
+    assert not s.searched and s.reason == NO_MODEL and s.items == []
+    assert "未载入模型" in NO_MODEL and "No model" in NO_MODEL  # both languages
+
+
+def test_lines_that_do_not_align_get_no_suggestion_and_the_reason(model: LoadedModel) -> None:
+    s = suggested(model, "春风得意", "秋月生辉好").suggestions
+    assert not s.searched and s.reason == NOT_ALIGNED
+    s = suggested(model, "春风，得意", "秋月生，辉").suggestions
+    assert s.reason == NOT_ALIGNED
