@@ -129,7 +129,7 @@ def parse_pattern(length: int | str) -> tuple[int, ...]:
     for sep in SEPARATORS[1:]:
         text = text.replace(sep, ",")
     parts = [p for p in text.split(",") if p]
-    if not parts or not all(p.isdigit() for p in parts):
+    if len(text) > 40 or not parts or not all(p.isascii() and p.isdigit() for p in parts):
         raise InputError(
             f"字数格式不对：{length}（例如 7 或 4,7）",
             f"Unknown length or clause pattern {length!r} (e.g. 7 or 4,7).",

@@ -32,6 +32,7 @@ from data import tones
 from data.banners import BANNERS_FILE, BannerTable
 from data.segment import boundaries
 from data.sensitive import ALLOW_LIST, SensitiveFilter, read_words
+from data.text import REGISTERS
 from duilian.inputs import OVERSAMPLE, REVERSE, AlternativesQuery, Query
 from model.decoding.answer import Alternatives, Answer, Banner, Candidate, tone_marks
 from model.decoding.blocked import BlockedWords

@@ -46,7 +46,7 @@ EXTRA_CHARS = "坏蛋好人东西南北金木火土日夜晴雨云雷霜露江�
 BAD_WORD = "坏蛋"
 
 
-def tiny_model(vocab: Vocab, seed: int) -> CoupletTransformer:
+def tiny_model(vocab: Vocab, seed: int, registers: int = 0) -> CoupletTransformer:
     torch.manual_seed(seed)
     cfg = ModelConfig(
         vocab_size=len(vocab),
@@ -58,8 +58,12 @@ def tiny_model(vocab: Vocab, seed: int) -> CoupletTransformer:
         max_len=40,
         dropout=0.0,
         tie_embeddings=False,
+        n_registers=registers,
     )
-    return CoupletTransformer(cfg).eval()
+    model = CoupletTransformer(cfg).eval()
+    if model.register_embed is not None:  # trained registers differ; fresh ones are zero
+        torch.nn.init.normal_(model.register_embed.weight, 0.0, 1.0)
+    return model
 
 
 def tiny_tagger(vocab: Vocab, word: str) -> CoupletTagger:
@@ -112,8 +116,9 @@ def build_bundle(
     known: bool = False,
     blocked: bool = False,
     reverse: bool = False,
+    registers: int = 0,
 ) -> Path:
-    model = tiny_model(vocab, seed)
+    model = tiny_model(vocab, seed, registers)
     if bad_word:
         favour(model, vocab, bad_word)
     other = reverse_of(model, seed, scale=0.5) if reverse else None
