@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from data.paths import work_dir
+from data.rules import check
 from data.vocab import Vocab
 from serve.main import create_app
 from serve.settings import Settings
@@ -288,6 +289,59 @@ def test_click_a_character_see_its_alternatives_and_choose_one(live: LiveServer)
             assert refused == []
         finally:
             browser.close()
+
+
+def test_ones_own_line_is_checked_before_it_is_sent_and_a_suggestion_applied(
+    live: LiveServer, settings: Settings
+) -> None:
+    """The "我来对下联" box: 竹报富安 for 花开富贵 reuses 富. The page shows the line's tones with
+    富 in red and 不重字 broken, and the check's suggestions; one click puts the first one in the
+    box, which is checked again: the line changes at that place and keeps the rule. Sent, the
+    stored line is the mended one."""
+    from playwright.sync_api import expect, sync_playwright
+
+    upper, mine = "花开富贵", "竹报富安"
+    assert check(upper, mine).no_reuse is False
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 900, "height": 1100})
+            refused = csp_violations(page)
+            page.goto(live.url + "/")
+            answer(page, upper)
+            page.locator("#own-lower").press_sequentially(mine)  # typed: the check follows the input
+            box = page.locator("#own-check")
+            expect(box).to_be_visible()
+            expect(box.locator("#own-marks .char")).to_have_text(list(mine))
+            assert [m.strip() for m in box.locator("#own-marks .mark").all_text_contents()] == [
+                "平",
+                "仄",
+                "仄",
+                "平",
+            ]
+            expect(box.locator("#own-marks .ch.broken .char")).to_have_text(["富"])
+            expect(box.locator("#own-rules [data-rule=no_reuse]")).to_have_class("rule bad")
+            expect(box.locator("#own-rules [data-rule=no_reuse]")).to_contain_text("✗")
+            fix = box.locator(".own-suggestion[data-position='2'] button.apply").first
+            expect(fix).to_be_visible()
+            chosen = fix.inner_text().strip().removeprefix("换成「").removesuffix("」")
+            fix.click()
+
+            expect(page.locator("#own-lower")).to_have_value(mine[:2] + chosen + mine[3:])
+            expect(box.locator("#own-marks .char").nth(2)).to_have_text(chosen)
+            expect(box.locator("#own-rules [data-rule=no_reuse]")).to_have_class("rule ok")
+            expect(box.locator("#own-marks .ch.broken")).to_have_count(0)
+            mended = page.locator("#own-lower").input_value()
+            assert check(upper, mended).no_reuse is True and chosen not in upper
+            page.click("#own button[type=submit]")
+            expect(page.locator("#own-result")).to_contain_text("已收到")
+            assert refused == []
+        finally:
+            browser.close()
+    db = settings.database_url.removeprefix("sqlite:///")
+    with sqlite3.connect(db) as con:
+        stored = con.execute("SELECT upper, lower FROM feedback WHERE kind = 'own'").fetchall()
+    assert stored == [(upper, mended)]
 
 
 # The left and right edges of the 春联's two strips as drawn, and the text of each.
