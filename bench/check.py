@@ -19,11 +19,17 @@ import statistics
 import tempfile
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 from bench.decode import upper_lines
-from data.paths import default_model_dir
-from duilian.check import check_couplet, known_couplet
+from data.paths import default_model_dir, graph_cache_dir
+from duilian.check import check_couplet, check_with, known_couplet
+from duilian.inputs import AlternativesQuery
+from duilian.service import Engine, LoadedModel, set_decode_threads
+from duilian.suggest import suggest
+from model.decoding.answer import Alternatives
+from model.decoding.options import SERVE_INT8, SERVE_RUNTIME
 from model.release.bundle import Bundle, has_model, load_bundle
 
 LONG = 100
@@ -96,12 +102,40 @@ def api_of(folder: Path) -> tuple[Callable[[str, str], object], Callable[[], Non
     client.__enter__()
 
     def run(upper: str, lower: str) -> object:
-        r = client.post("/api/v1/check", json={"upper": upper, "lower": lower})
+        r = client.post("/api/v1/check", json={"upper": upper, "lower": lower, "suggest": False})
         if r.status_code != 200:
             raise RuntimeError(f"check answered {r.status_code}: {r.text}")
         return r.json()
 
     return run, lambda: client.__exit__(None, None, None)
+
+
+class Suggesting:
+    """The check with its suggestions on a model in this process, counting what it asks."""
+
+    def __init__(self, model: LoadedModel) -> None:
+        self.model, self.places, self.calls, self.couplets = model, 0, 0, 0
+
+    def ask(self, q: AlternativesQuery) -> Alternatives:
+        self.calls += 1
+        return self.model.alternatives(q)
+
+    def __call__(self, upper: str, lower: str) -> object:
+        report = check_with(self.model, upper, lower, "modern")
+        found = suggest(report, self.ask, self.model.bundle.pairing)
+        self.places += len(found.items)
+        self.couplets += 1
+        return replace(report, suggestions=found)
+
+
+def suggest_figures(pairs: list[tuple[str, str]], prefix: str) -> dict[str, object]:
+    set_decode_threads(1)
+    model = LoadedModel.load(default_model_dir(), engine=Engine(SERVE_INT8, SERVE_RUNTIME, graph_cache_dir()))
+    fn = Suggesting(model)
+    out: dict[str, object] = {f"{prefix}_{k}": v for k, v in timed(fn, pairs).items()}
+    out[f"{prefix}_places_per_couplet"] = round(fn.places / fn.couplets, 2)
+    out[f"{prefix}_alternatives_calls_per_couplet"] = round(fn.calls / fn.couplets, 2)
+    return out
 
 
 def run(args: argparse.Namespace) -> dict[str, object]:
@@ -121,5 +155,8 @@ def run(args: argparse.Namespace) -> dict[str, object]:
         out |= {f"api_100_{k}": v for k, v in timed(api, long[n_long:]).items()}
     finally:
         close()
+    n_sug_short, n_sug_long = (11, 4) if quick else (61, 13)
+    out |= suggest_figures(short[:n_sug_short], "suggest_7")
+    out |= suggest_figures(long[:n_sug_long], "suggest_100")
     out["load_average_at_start"] = round(os.getloadavg()[0], 2)
     return out
