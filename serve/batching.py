@@ -3,7 +3,10 @@ in one ``generate_batch`` call, on worker threads, so the event loop never runs 
 
 A worker takes the oldest waiting job and every later job that can share its beam search
 (same model, same options, same line length), up to ``max_batch``; the others keep their
-places in the queue. One beam search over 16 lines costs about four times one line's on a
+places in the queue. Lines of ``long_chars`` or more are the long lane: a worker takes a short
+line first, and a long one only while fewer than ``long_workers`` workers decode long lines, so
+a burst of long lines (a second and more each) always leaves a worker to the short ones.
+One beam search over 16 lines costs about four times one line's on a
 CPU, so under load the throughput grows with the batch, while a lone request goes at once.
 
 Each job keeps the request id it was submitted under (serve.logs), and its timings: a request
@@ -62,16 +65,30 @@ class _Job:
     request_id: str = field(default_factory=REQUEST_ID.get)
     timing: JobTiming | None = field(default_factory=JOB_TIMING.get)
     submitted: float = field(default_factory=time.perf_counter)
+    long: bool = False  # in the long lane
 
     def batch_key(self) -> tuple[int, Any, int]:
         return id(self.model), replace(self.query, upper=""), len(self.query.upper)
 
 
 class DecodeBatcher:
-    def __init__(self, oversample: int, workers: int = 2, threads: int = 1, max_batch: int = 16) -> None:
+    def __init__(
+        self,
+        oversample: int,
+        workers: int = 2,
+        threads: int = 1,
+        max_batch: int = 16,
+        long_chars: int = 0,
+        long_workers: int = 1,
+    ) -> None:
         self.oversample = oversample
         self.threads = threads
         self.max_batch = max_batch
+        self.long_chars = long_chars  # 0: no long lane
+        # at least one worker keeps to short lines (one worker alone: it takes both, short first)
+        self.long_workers = max(1, min(long_workers, workers - 1))
+        self._long_running = 0
+        self.long_seconds = 1.0  # a long batch's decode, a moving average (Retry-After's estimate)
         self.observer: BatchObserver | None = None
         # what each answer gets in the decode thread before its request wakes (the server: its
         # known lines and 横批, ``Library.finish``): no extra hop, and a cached answer has them
@@ -91,13 +108,26 @@ class DecodeBatcher:
     def pending(self) -> int:
         return len(self._jobs)
 
+    def is_long(self, query: Any) -> bool:
+        return self.long_chars > 0 and len(query.upper) >= self.long_chars
+
+    @property
+    def long_pending(self) -> int:
+        """Long lines waiting for a worker."""
+        with self._ready:
+            return sum(j.long for j in self._jobs)
+
+    def long_wait(self) -> float:
+        """About how long a long line submitted now would wait, in seconds."""
+        return (self.long_pending + 1) * self.long_seconds / self.long_workers
+
     def holds(self, model: Answerer) -> bool:
         """Whether a job for ``model`` is waiting or being decoded."""
         with self._ready:
             return any(j.model is model for j in (*self._jobs, *self._busy))
 
     def submit(self, model: Answerer, query: Any) -> Future[Any]:
-        job = _Job(model, query)
+        job = _Job(model, query, long=self.is_long(query))
         with self._ready:
             self._jobs.append(job)
             self._ready.notify()
@@ -110,20 +140,33 @@ class DecodeBatcher:
         for t in self._threads:
             t.join(timeout=30)
 
+    def _first(self) -> _Job | None:
+        """The oldest short job, else the oldest long one if the long lane has a worker free."""
+        oldest_long = None
+        for job in self._jobs:
+            if not job.long:
+                return job
+            oldest_long = oldest_long or job
+        return oldest_long if self._long_running < self.long_workers else None
+
     def _take(self) -> list[_Job] | None:
-        """The oldest job and the later ones that share its batch key; None once closed and empty."""
+        """The first job (``_first``) and the later ones that share its batch key; None once
+        closed and empty."""
         with self._ready:
-            while not self._jobs and not self._closed:
+            while (first := self._first()) is None:
+                if self._closed and not self._jobs:
+                    return None
                 self._ready.wait()
-            if not self._jobs:
-                return None
-            first = self._jobs.popleft()
-            key, batch, others = first.batch_key(), [first], list[_Job]()
-            while self._jobs and len(batch) < self.max_batch:
-                job = self._jobs.popleft()
-                (batch if job.batch_key() == key else others).append(job)
-            self._jobs.extendleft(reversed(others))
+            key, batch = first.batch_key(), [first]
+            for job in self._jobs:
+                if len(batch) >= self.max_batch:
+                    break
+                if job is not first and job.batch_key() == key:
+                    batch.append(job)
+            taken = {id(j) for j in batch}
+            self._jobs = deque(j for j in self._jobs if id(j) not in taken)
             self._busy.append(first)
+            self._long_running += first.long
             return batch
 
     def _work(self) -> None:
@@ -139,6 +182,8 @@ class DecodeBatcher:
                 REQUEST_ID.reset(token)
                 with self._ready:
                     self._busy.remove(batch[0])
+                    self._long_running -= batch[0].long
+                    self._ready.notify_all()  # a long-lane worker free: a waiting long line may go
 
     def _settle(self, batch: list[_Job]) -> None:
         """Each job's future gets its answer, or the exception its line (or the batch) raised;
@@ -149,7 +194,10 @@ class DecodeBatcher:
         except Exception as exc:  # a bug must fail these requests, never the worker
             log.exception("decoding failed")
             answers = [exc] * len(batch)
-        self._timed(batch, started, time.perf_counter())
+        ended = time.perf_counter()
+        if batch[0].long:
+            self.long_seconds = 0.7 * self.long_seconds + 0.3 * (ended - started)
+        self._timed(batch, started, ended)
         for job, result in zip(batch, answers, strict=True):
             if isinstance(result, Exception):
                 job.future.set_exception(result)

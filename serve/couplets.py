@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import threading
 import time
 from collections import Counter, OrderedDict
@@ -66,7 +67,12 @@ def load_served(
 
 
 class Busy(Exception):
-    """More decodes are waiting than the server takes on."""
+    """More decodes are waiting than the server takes on (``reason``: ``queue_full``), or more
+    long lines than its long lane takes on (``long_lane_full``); ``retry_after`` in seconds."""
+
+    def __init__(self, retry_after: int = 1, reason: str = "queue_full") -> None:
+        super().__init__(reason)
+        self.retry_after, self.reason = retry_after, reason
 
 
 class CoupletService:
@@ -82,12 +88,23 @@ class CoupletService:
         threads: int = 1,
         max_batch: int = 16,
         max_pending: int = 256,
+        long_chars: int = 0,
+        long_workers: int = 1,
+        long_pending: int = 4,
         loader: Callable[[Path], Served] = LoadedModel.load,
     ) -> None:
         self.model = model
         self.loader = loader  # how reload builds a model: the same filters and precision
         self.known: KnownLines | None = None
-        self.batcher = DecodeBatcher(oversample, workers=concurrency, threads=threads, max_batch=max_batch)
+        self.batcher = DecodeBatcher(
+            oversample,
+            workers=concurrency,
+            threads=threads,
+            max_batch=max_batch,
+            long_chars=long_chars,
+            long_workers=long_workers,
+        )
+        self.long_pending = long_pending  # long lines waiting at most (serve/admission.py)
         self.batcher.finish = self._finish
         self._cache: OrderedDict[tuple[str, Query], Answer] = OrderedDict()
         self._cache_size = cache_size
@@ -117,6 +134,8 @@ class CoupletService:
             else:
                 if self.pending >= self.max_pending:  # shed load rather than queue without end
                     raise Busy
+                if self.batcher.is_long(q) and self.batcher.long_pending >= self.long_pending:
+                    raise Busy(max(1, math.ceil(self.batcher.long_wait())), "long_lane_full")
                 answer = await asyncio.wrap_future(self.batcher.submit(model, q))  # finished: ``_finish``
                 if self.shared is not None:
                     await self.shared.put(model.version, q, answer)

@@ -66,6 +66,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             threads=settings.torch_threads,
             max_batch=settings.max_batch,
             max_pending=settings.max_pending,
+            long_chars=settings.long_line_chars,
+            long_workers=settings.long_lane_workers,
+            long_pending=settings.long_lane_pending,
             loader=loader,
         )
         app.state.service.batcher.observer = app.state.metrics.observe_batch
@@ -79,6 +82,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         app.state.admin_limiter = make_limiter(
             settings.redis_url, "admin", settings.admin_rate_limit_per_minute, settings.admin_rate_limit_burst
         )
+        app.state.cost_limiter = make_limiter(  # characters × candidates (serve/admission.py)
+            settings.redis_url, "cost", settings.cost_per_minute, settings.cost_burst
+        )
         if settings.known_pairs is not None:  # tens of seconds for the full corpus: not on the way up
             threading.Thread(
                 target=app.state.service.load_known, args=(settings.known_pairs,), daemon=True
@@ -86,6 +92,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         log.info("serving model %s from %s", model.version, settings.model_dir)
         yield
         app.state.service.close()
+        for limiter in (app.state.limiter, app.state.admin_limiter, app.state.cost_limiter):
+            await limiter.close()
         if app.state.service.shared is not None:
             await app.state.service.shared.close()
         engine.dispose()

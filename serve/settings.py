@@ -62,6 +62,31 @@ class Settings(BaseSettings):
     rate_limit_burst: int = Field(
         default=30, description="requests a client may send at once before it is limited"
     )
+    cost_per_minute: float = Field(
+        default=9000,
+        ge=0,
+        description="decode budget per client and minute, in characters × candidates (a 7-character "
+        "line with 10 candidates costs 70, a 100-character one 1,000; serve/admission.py); over it "
+        "429 with Retry-After; 0 turns it off",
+    )
+    cost_burst: int = Field(
+        default=3000, ge=1, description="decode budget a client may spend at once (characters × candidates)"
+    )
+    long_line_chars: int = Field(
+        default=33,
+        ge=0,
+        description="lines this long or longer (33: those decoded segment by segment, several times "
+        "slower) are decoded in the long lane, behind shorter lines; 0: no lane",
+    )
+    long_lane_workers: int = Field(
+        default=1,
+        ge=1,
+        description="decode threads that may decode long lines at once (fewer than decode_concurrency: "
+        "the others keep to short lines)",
+    )
+    long_lane_pending: int = Field(
+        default=4, ge=1, description="long lines waiting at most; beyond, 503 with Retry-After"
+    )
     cache_size: int = Field(
         default=2048, description="generate results kept per model (beam search is deterministic)"
     )

@@ -10,6 +10,7 @@ from fastapi import APIRouter, HTTPException, Request, Response, status
 
 from duilian.inputs import InputError, given_line, make_query
 from model.decoding.plan import ConstraintError
+from serve.admission import charge
 from serve.batching import JOB_TIMING, JobTiming
 from serve.couplets import Busy
 from serve.deps import RateLimited, ServiceDep, SettingsDep
@@ -23,6 +24,12 @@ from serve.validation import refused
 router = APIRouter(tags=["couplets"], dependencies=[RateLimited], responses=refusals(429, 503))
 
 
+BUSY = {
+    "queue_full": "服务器正忙，请稍后再试 / The server is busy; please retry shortly.",
+    "long_lane_full": "长联排队已满，请 {s} 秒后再试 / Too many long lines are waiting; retry in {s} s.",
+}
+
+
 @contextmanager
 def decode_refusals(metrics: Metrics) -> Iterator[None]:
     """A decode's refusals as HTTP errors, counted: a full queue or a lost worker (503 with
@@ -30,11 +37,11 @@ def decode_refusals(metrics: Metrics) -> Iterator[None]:
     try:
         yield
     except Busy as exc:
-        metrics.refused.labels("queue_full").inc()
+        metrics.refused.labels(exc.reason).inc()
         raise HTTPException(
             status.HTTP_503_SERVICE_UNAVAILABLE,
-            detail="服务器正忙，请稍后再试 / The server is busy; please retry shortly.",
-            headers={"Retry-After": "1"},
+            detail=BUSY[exc.reason].format(s=exc.retry_after),
+            headers={"Retry-After": str(exc.retry_after)},
         ) from exc
     except WorkerLost as exc:
         metrics.refused.labels("workers_lost").inc()
@@ -78,6 +85,7 @@ async def generate(
         )
     except InputError as exc:
         raise refused(exc) from exc
+    await charge(request, query)  # its characters × candidates from the client's budget, or 429
     timing = JobTiming()  # filled in by the decode thread that decodes this request's batch
     token = JOB_TIMING.set(timing)
     try:

@@ -7,6 +7,7 @@ import threading
 import time
 from dataclasses import replace
 from pathlib import Path
+from typing import cast
 
 import pytest
 
@@ -126,3 +127,95 @@ def test_finish_runs_in_the_decode_thread_and_never_loses_an_answer() -> None:
     finally:
         batcher.close()
     assert len(threads) == 3 and all(name.startswith("decode-") for name in threads)
+
+
+class Gate:
+    """An answerer whose long lines (5 characters or more) wait until released; short ones
+    answer at once. It records the lines as their decodes start."""
+
+    def __init__(self) -> None:
+        self.started: list[str] = []
+        self.release = threading.Event()
+
+    def answer_batch(self, queries: list[Query], oversample: int) -> list[str]:
+        self.started.extend(q.upper for q in queries)
+        if len(queries[0].upper) >= 5:
+            self.release.wait(10)
+        return [q.upper for q in queries]
+
+
+def test_long_lines_take_one_worker_and_short_lines_go_first() -> None:
+    gate = Gate()
+    batcher = DecodeBatcher(oversample=0, workers=2, long_chars=5, long_workers=1)
+    try:
+        longs = [batcher.submit(gate, Query(u, 1)) for u in ("一帆风顺年", "万事如意步步", "绿水青山千秋画")]
+        time.sleep(0.2)  # one worker decodes the first long line; the lane holds the others back
+        assert gate.started == ["一帆风顺年"] and batcher.long_pending == 2
+        shorts = [batcher.submit(gate, Query(u, 1)) for u in ("春风", "明月照")]
+        assert [f.result(5) for f in shorts] == ["春风", "明月照"]  # the free worker, at once
+        assert not any(f.done() for f in longs)
+        gate.release.set()
+        assert [f.result(10) for f in longs] == ["一帆风顺年", "万事如意步步", "绿水青山千秋画"]
+    finally:
+        gate.release.set()
+        batcher.close()
+    assert gate.started[:3] == ["一帆风顺年", "春风", "明月照"]
+
+
+def test_without_a_lane_long_lines_take_every_worker() -> None:
+    gate = Gate()
+    batcher = DecodeBatcher(oversample=0, workers=2)  # long_chars 0: no lane, as before
+    try:
+        longs = [batcher.submit(gate, Query(u, 1)) for u in ("一帆风顺年", "万事如意步步", "绿水青山千秋画")]
+        time.sleep(0.2)
+        short = batcher.submit(gate, Query("春风", 1))
+        time.sleep(0.2)
+        assert not short.done() and len(gate.started) == 2  # both workers hold a long line
+        gate.release.set()
+        assert short.result(10) == "春风" and len([f.result(10) for f in longs]) == 3
+    finally:
+        gate.release.set()
+        batcher.close()
+
+
+class ServedGate(Gate):
+    version = "gate"
+
+    def finish(self, query: Query, answer: str, known: object) -> str:
+        return answer
+
+
+def test_a_full_long_lane_is_busy_with_its_wait_and_short_lines_still_go() -> None:
+    gate = ServedGate()
+    service = CoupletService(
+        cast(LoadedModel, gate),
+        oversample=0,
+        cache_size=0,
+        concurrency=2,
+        long_chars=5,
+        long_workers=1,
+        long_pending=1,
+    )
+
+    async def scene() -> tuple[list[object], object]:
+        first = asyncio.ensure_future(service.generate(Query("一帆风顺年", 1)))  # decoding
+        await asyncio.sleep(0.2)
+        second = asyncio.ensure_future(service.generate(Query("万事如意步步", 1)))  # waiting: the lane's one
+        await asyncio.sleep(0.2)
+        refused: list[object] = []
+        try:
+            await service.generate(Query("绿水青山千秋画", 1))
+        except Busy as exc:
+            refused = [exc.reason, exc.retry_after]
+        short = await asyncio.wait_for(service.generate(Query("春风", 1)), 5)
+        gate.release.set()
+        await asyncio.gather(first, second)
+        return refused, short
+
+    try:
+        refused, short = asyncio.run(scene())
+    finally:
+        gate.release.set()
+        service.close()
+    assert refused == ["long_lane_full", 2]  # two long lines ahead, about a second each at first
+    assert short == "春风"
