@@ -29,7 +29,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from crawler.extract import looks_like_couplet
+from crawler.couplet_lines import looks_like_couplet
 from crawler.mirror import HAND_PAIRS, MirrorServer, Site, build_site, corpus_pairs
 from data.paths import ROOT, corpus_dir
 

@@ -25,7 +25,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from crawler.extract import looks_like_couplet
+from crawler.couplet_lines import looks_like_couplet
 from crawler.guards import short_words
 from crawler.pipelines import invalid_reason, normalise_line
 from data.paths import corpus_dir

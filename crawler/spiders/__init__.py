@@ -1,4 +1,5 @@
-"""The spiders: they only crawl and yield items; extraction is in crawler/extract.py."""
+"""The spiders: they only crawl and yield items; extraction is in crawler/extract.py and
+crawler/pages.py."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from urllib.parse import urlsplit
 
 from scrapy.http import Response
 
-from crawler.extract import Pair
+from crawler.couplet_lines import Pair
 from crawler.items import CoupletItem
 
 

@@ -10,7 +10,8 @@ from urllib.parse import unquote, urlsplit
 import scrapy
 from scrapy.http import Response
 
-from crawler.extract import page_links, prose_article, prose_pairs
+from crawler.extract import prose_pairs
+from crawler.pages import page_links, prose_article
 from crawler.spiders import hosts, make_item, url_list
 
 

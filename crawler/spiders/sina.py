@@ -8,8 +8,9 @@ from typing import Any, ClassVar
 import scrapy
 from scrapy.http import Response
 
-from crawler.extract import sina_article, sina_list_links, sina_pairs
+from crawler.extract import sina_pairs
 from crawler.items import CoupletItem
+from crawler.pages import sina_article, sina_list_links
 from crawler.spiders import hosts, make_item, url_list
 
 

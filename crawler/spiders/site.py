@@ -34,7 +34,8 @@ from scrapy.http import Response, TextResponse
 from scrapy.linkextractors import LinkExtractor
 from scrapy.spiders import SitemapSpider
 
-from crawler.extract import prose_article, prose_pairs
+from crawler.extract import prose_pairs
+from crawler.pages import prose_article
 from crawler.spiders import hosts, make_item, url_list
 
 HOPS = "site_hops"  # request meta: links followed from a start URL or a sitemap's page

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from scrapy.http import HtmlResponse
 
-from crawler.extract import prose_article, prose_pairs, sina_article, sina_pairs
+from crawler.extract import prose_pairs, sina_pairs
+from crawler.pages import prose_article, sina_article
 
 # 镕 and 堃 are in GBK/GB18030 but not in GB2312: a GB2312 decoder would garble them.
 SINA = (

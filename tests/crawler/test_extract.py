@@ -6,14 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from crawler.extract import (
-    looks_like_couplet,
-    prose_article,
-    prose_pairs,
-    sina_article,
-    sina_list_links,
-    sina_pairs,
-)
+from crawler.couplet_lines import looks_like_couplet
+from crawler.extract import prose_pairs, sina_pairs
+from crawler.pages import prose_article, sina_article, sina_list_links
 
 FIXTURES = Path(__file__).parent / "fixtures"
 

@@ -5,24 +5,13 @@ from __future__ import annotations
 
 import pytest
 
-from crawler.extract import (
-    cued_line_pairs,
-    dun_halves,
-    example_pairs,
-    join_broken_quotes,
-    looks_like_couplet,
-    may_end_level,
-    may_end_oblique,
-    names_couplet,
-    normalise_text,
-    one_line_pairs,
-    prose_pairs,
-    run_on,
-    story_halves,
-    story_pairs,
-    unpunctuated_couplets,
-)
+from crawler.couplet_lines import looks_like_couplet, may_end_level, may_end_oblique
+from crawler.cued_pairs import cued_line_pairs, example_pairs, names_couplet, run_on
+from crawler.extract import prose_pairs
 from crawler.guards import is_chrome, is_poem_head, menu_rows, one_rhyme, page_topic, rhyme, short_words
+from crawler.list_pairs import dun_halves, one_line_pairs, unpunctuated_couplets
+from crawler.page_text import join_broken_quotes, normalise_text
+from crawler.stories import story_halves, story_pairs
 
 
 def pairs(text: str) -> list[tuple[str, str, str]]:
