@@ -14,7 +14,9 @@ import sys
 from pathlib import Path
 
 from data.config import DataConfig, default_sources
-from data.pipeline import is_fresh, run, source_files
+from data.freshness import is_fresh
+from data.inputs import source_files
+from data.pipeline import run
 from data.sources import KINDS, Source
 
 

@@ -10,8 +10,8 @@ from pathlib import Path
 
 from data.banners import BANNERS_FILE, BannerConfig, build_banners
 from data.config import DataConfig
+from data.inputs import load_sensitive, normalise, read_test, read_train_sources
 from data.normalize import Normalizer
-from data.pipeline import load_sensitive, normalise, read_test, read_train_sources
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -12,8 +12,10 @@ import pytest
 
 from data.chars import CharBatch
 from data.config import DataConfig
+from data.freshness import is_fresh
+from data.inputs import load_sensitive
 from data.normalize import Normalizer
-from data.pipeline import is_fresh, load_sensitive, run
+from data.pipeline import run
 from data.vocab import Vocab
 
 pytestmark = pytest.mark.corpus
