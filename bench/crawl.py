@@ -30,7 +30,10 @@ from pathlib import Path
 from typing import Any
 
 from crawler.couplet_lines import looks_like_couplet
-from crawler.mirror import HAND_PAIRS, MirrorServer, Site, build_site, corpus_pairs
+from crawler.mirror.layouts import build_site
+from crawler.mirror.pages import Site
+from crawler.mirror.pairs import HAND_PAIRS, corpus_pairs
+from crawler.mirror.server import MirrorServer
 from data.paths import ROOT, corpus_dir
 
 SPIDERS = ("sina", "prose")

@@ -4,6 +4,6 @@
 ``pages``, ``page_text``, ``couplet_lines``, ``stories``, ``cued_pairs``, ``list_pairs``);
 ``pipelines.py`` normalises, validates and deduplicates; ``journal.py`` makes a JOBDIR
 crawl survive SIGKILL; ``distributed.py`` runs the same spiders on scrapy-redis;
-``robots.py`` fixes robots.txt for requests that wait for it; ``mirror.py`` is the local
+``robots.py`` fixes robots.txt for requests that wait for it; ``mirror/`` is the local
 test site; ``python -m crawler`` is ``make crawl``.
 """

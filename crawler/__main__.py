@@ -202,7 +202,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not args.mirror:
         return crawl(args, names, spider_args)
 
-    from crawler.mirror import HAND_PAIRS, MirrorServer, build_site, corpus_pairs
+    from crawler.mirror.layouts import build_site
+    from crawler.mirror.pairs import HAND_PAIRS, corpus_pairs
+    from crawler.mirror.server import MirrorServer
 
     pairs = corpus_pairs(args.mirror_pairs) or HAND_PAIRS
     site = build_site(pairs)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from crawler.mirror import HAND_PAIRS, Pair, corpus_pairs
+from crawler.mirror.pairs import HAND_PAIRS, Pair, corpus_pairs
 from data.paths import corpus_dir
 
 

@@ -9,7 +9,7 @@ import sys
 import time
 from pathlib import Path
 
-from crawler.mirror import Pair
+from crawler.mirror.pairs import Pair
 from data.paths import ROOT
 
 __all__ = ["FAST", "Pair", "crawl_cmd", "pairs_of", "popen", "read_items", "wait_until_opened"]

@@ -8,7 +8,9 @@ from pathlib import Path
 import pytest
 
 from crawler import settings
-from crawler.mirror import HAND_PAIRS, MirrorServer, build_site
+from crawler.mirror.layouts import build_site
+from crawler.mirror.pairs import HAND_PAIRS
+from crawler.mirror.server import MirrorServer
 from tests.crawler.helpers import crawl_cmd, pairs_of, popen, read_items
 
 

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from crawler.mirror import MirrorServer, build_site
+from crawler.mirror.layouts import build_site
+from crawler.mirror.server import MirrorServer
 from tests.crawler.helpers import Pair, crawl_cmd, pairs_of, popen, read_items, wait_until_opened
 
 pytestmark = [pytest.mark.slow, pytest.mark.redis]

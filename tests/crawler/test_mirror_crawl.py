@@ -10,7 +10,9 @@ from typing import Any
 
 import pytest
 
-from crawler.mirror import HAND_PAIRS, MirrorServer, build_site
+from crawler.mirror.layouts import build_site
+from crawler.mirror.pairs import HAND_PAIRS
+from crawler.mirror.server import MirrorServer
 from data.paths import ROOT
 from tests.crawler.helpers import FAST, Pair, crawl_cmd, pairs_of, popen, read_items
 

@@ -14,7 +14,9 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from crawler.mirror import MirrorServer, Site, build_site
+from crawler.mirror.layouts import build_site
+from crawler.mirror.pages import Site
+from crawler.mirror.server import MirrorServer
 from tests.crawler.helpers import Pair, crawl_cmd, pairs_of, popen, read_items
 
 pytestmark = pytest.mark.slow

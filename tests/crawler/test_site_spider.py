@@ -8,7 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from crawler.mirror import HAND_PAIRS, MirrorServer, build_link_site
+from crawler.mirror.link_site import build_link_site
+from crawler.mirror.pairs import HAND_PAIRS
+from crawler.mirror.server import MirrorServer
 from crawler.spiders.site import SiteSpider, read_url_file
 from tests.crawler.helpers import crawl_cmd, popen, read_items
 
