@@ -20,10 +20,6 @@ HARD_RULES = ("length", "punctuation", "repeats", "no_reuse")
 NOT_CLAUSE_ENDS = frozenset("“”‘’《》（）「」『』〈〉【】·")
 
 
-def same_length(upper: str, lower: str) -> bool:
-    return len(upper) == len(lower)
-
-
 def punctuation_faults(upper: str, lower: str) -> list[int]:
     """Positions (up to the shorter line's end) where a mark of either line is not mirrored."""
     return [

@@ -81,10 +81,6 @@ def text_end(line: str) -> int:
     return end
 
 
-def punct_positions(line: str) -> tuple[int, ...]:
-    return tuple(i for i, ch in enumerate(line) if is_punct(ch))
-
-
 def repeat_pattern(line: str) -> list[int]:
     """`[line.index(c) for c in line]`: equal for two lines iff their repeats mirror."""
     first: dict[str, int] = {}

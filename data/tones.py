@@ -118,12 +118,6 @@ def char_tone(ch: str, mode: str = "modern", rusheng: frozenset[str] | None = No
     return _tone_of_reading(readings[0])
 
 
-def char_tone_all(ch: str) -> Tone:
-    """Union of the tones of every reading: a character whose tone no context can change
-    has exactly one bit set here."""
-    return char_tone(ch, "lenient")
-
-
 def line_tones(line: str, mode: str = "modern", rusheng: frozenset[str] | None = None) -> list[Tone]:
     """Tone class of every position of ``line`` (NONE for punctuation), aligned with it."""
     _check_mode(mode)
