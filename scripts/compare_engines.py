@@ -23,7 +23,7 @@ from typing import Any
 from data.paths import corpus_dir, default_model_dir
 from duilian.inputs import Query
 from duilian.service import Engine, LoadedModel
-from model.release.evaluate import perplexity
+from model.release.metrics import perplexity
 
 
 def torchscript_export(module: Any, args: Any, inputs: list[str], outputs: list[str], axes: Any) -> bytes:

@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from model.decoding.options import DecodeOptions
-from model.release.evaluate import load_any, make_decoder
+from model.release.eval_decode import load_any, make_decoder
 
 HEADER = ("id", "上联", "A", "B", "better", "score_A", "score_B")
 BETTER = {"a": "A", "b": "B", "tie": "tie", "=": "tie", "t": "tie", "平": "tie", "同": "tie"}

@@ -42,7 +42,8 @@ from model.release.bundle import (
     missing_model,
     model_meta,
 )
-from model.release.evaluate import BLEU_ORDERS, with_ci
+from model.release.eval_tables import with_ci
+from model.release.metrics import BLEU_ORDERS
 from model.training.hardware import hardware_description
 
 

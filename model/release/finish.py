@@ -23,7 +23,9 @@ from model.decoding.options import DecodeOptions
 from model.net.checkpoint import load_checkpoint, load_model
 from model.release.bundle import export_bundle, install_bundle
 from model.release.card import write_card
-from model.release.evaluate import BLEU_ORDERS, evaluate_files, with_ci
+from model.release.eval_files import evaluate_files
+from model.release.eval_tables import with_ci
+from model.release.metrics import BLEU_ORDERS
 from model.training.errors import UsageError
 from model.training.pack import DEVICE_FILE, PROPOSER_DIR, is_packed, unpack
 from model.training.pairs import load_data

@@ -34,6 +34,7 @@ TRAINING = {  # the entry modules, and the modules under them that read BLEU (sa
     *("model.train", "model.evaluate", "model.blind", "model.ship", "model.card"),
     *("model.training.run", "model.training.pack"),
     *("model.release.evaluate", "model.release.card", "model.release.blind", "model.release.finish"),
+    *("model.release.metrics", "model.release.eval_files", "model.release.eval_tables"),
 }
 import data, model, serve
 for package in (data, model, serve):

@@ -7,16 +7,10 @@ import torch
 
 from data.vocab import Vocab
 from model.net.transformer import CoupletTransformer, ModelConfig
-from model.release.evaluate import (
-    bleu_scores,
-    distinct,
-    evaluate_files,
-    line_stats,
-    main,
-    markdown,
-    paired_bleu,
-    rule_rates,
-)
+from model.release.eval_files import evaluate_files
+from model.release.eval_tables import markdown
+from model.release.evaluate import main
+from model.release.metrics import bleu_scores, distinct, line_stats, paired_bleu, rule_rates
 
 
 def test_bleu_of_references_against_themselves_is_100(pairs) -> None:
