@@ -35,6 +35,7 @@ TRAINING = {  # the entry modules, and the modules under them that read BLEU (sa
     *("model.training.run", "model.training.pack"),
     *("model.release.evaluate", "model.release.card", "model.release.blind", "model.release.finish"),
     *("model.release.metrics", "model.release.eval_files", "model.release.eval_tables"),
+    *("model.release.card_sections", "model.release.card_header"),
 }
 import data, model, serve
 for package in (data, model, serve):

@@ -2,7 +2,8 @@
 
 import json
 
-from model.release.card import Goal, goals, main
+from model.release.card import main
+from model.release.card_goals import Goal, goals
 
 
 def test_goal_verdicts():
@@ -200,7 +201,7 @@ def test_how_to_use_runs_as_written(tmp_path):
     import sys
     from pathlib import Path
 
-    from model.release.card import how_to_use
+    from model.release.card_header import how_to_use
 
     root = Path(__file__).resolve().parents[3]
     bundle = small_bundle(tmp_path, {})
