@@ -43,7 +43,8 @@ from typing import Any
 from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy import create_engine, text
 
-from bench.serve import pct, upper_lines
+from bench._live_server import upper_lines
+from bench._load import pct
 from data.paths import default_model_dir
 from serve.cluster.deployment import Cluster, ClusterSetup
 

@@ -1,6 +1,6 @@
 """Faults under load: decode workers killed and the bundle reloaded while requests keep coming.
 
-Against a real ``python -m serve`` on loopback (``bench.serve.served``: the shipped model,
+Against a real ``python -m serve`` on loopback (``bench._live_server.served``: the shipped model,
 its result cache off, two decode worker processes):
 1. the sustained rate, by ``bench.serve``'s open-loop ladder;
 2. ten minutes (``--quick``: three) of open-loop load at 80% of that rate (request i due at
@@ -33,17 +33,9 @@ from typing import Any
 
 import httpx
 
-from bench.serve import (
-    LATENCY_GOAL_MS,
-    Reply,
-    ladder,
-    open_loop,
-    rate_ladder,
-    reload_bundle,
-    schedule,
-    served,
-    wait_idle,
-)
+from bench._live_server import reload_bundle, served
+from bench._load import Reply, open_loop, schedule
+from bench.serve import LATENCY_GOAL_MS, ladder, rate_ladder, wait_idle
 from crawler.localredis import spawned_children, started
 
 LOAD_SHARE = 0.8  # of the sustained rate

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import httpx
 
-from bench.serve import TOKEN, start_server
+from bench._live_server import TOKEN, start_server
 from crawler.localredis import free_port, stop_process
 from data.paths import default_model_dir
 

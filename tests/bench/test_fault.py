@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from bench._load import Reply, schedule
 from bench.fault import Fault, normal, plan, recovery, summary
-from bench.serve import Reply, schedule
 
 TIMELINE = Path(__file__).with_name("fault_timeline.jsonl")
 

@@ -1,4 +1,4 @@
-"""The server benchmark's CPU accounting (bench/serve.py ``ServerCpu``, crawler/localredis.py
+"""The server benchmark's CPU accounting (bench/_load.py ``ServerCpu``, crawler/localredis.py
 ``cpu_seconds``) on real processes: one that spins, one that sleeps."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import subprocess
 import sys
 import time
 
-from bench.serve import ServerCpu
+from bench._load import ServerCpu
 from crawler.localredis import cpu_seconds
 
 # spins 0.5 s of its own CPU time, says so, then sleeps
