@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from data.paths import default_model_dir, graph_cache_dir
+from data.text import REGISTERS
 from duilian import check_cli, compose_cli
 from duilian.inputs import FORWARD, MAX_ASKED, MAX_CHARS, REVERSE, TONE_MODES, InputError, Query, make_query
 
@@ -175,6 +176,13 @@ def parser() -> argparse.ArgumentParser:
         "them (the bundle's second model; the upper lines end 仄 where the lower end 平)",
     )
     gen.add_argument(
+        "--register",
+        choices=REGISTERS,
+        default=REGISTERS[0],
+        help="语体 / the register, for a model with registers: general (everyday), classical "
+        "(regulated verse), formal (楹联 of halls, temples, birthdays, mourning)",
+    )
+    gen.add_argument(
         "--diverse",
         action="store_true",
         help="多样候选 / diverse candidates: lines that differ in more than a character or two",
@@ -230,6 +238,7 @@ def query(args: argparse.Namespace, upper: str) -> Query:
         args.fast,
         args.diverse,
         REVERSE if args.reverse else FORWARD,
+        args.register,
     )
 
 

@@ -294,6 +294,7 @@ class Library:
             "eval": b.eval,
             "fast_mode": b.has_proposer,
             "reverse_model": b.has_reverse,
+            "registers": list(REGISTERS[: max(1, int(b.meta.get("model_config", {}).get("n_registers", 0)))]),
         }
 
 

@@ -14,6 +14,7 @@ from model.decoding.answer import DIRECTION_DOC
 
 ToneMode = Literal["modern", "lenient", "classical"]
 Direction = Literal["upper_to_lower", "lower_to_upper"]
+Register = Literal["general", "classical", "formal"]  # data.text.REGISTERS
 MODEL_VERSION_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._+:-]{0,63}$"  # step59000-1a2b3c4d, test-a
 
 
@@ -63,6 +64,14 @@ class GenerateRequest(Request):
         False,
         description="快速模式: the model's one-pass proposer suggests, the full model rescores (faster, "
         "lines a little less apt); the normal search when the model has no proposer",
+    )
+    # (named register_ in Python: pydantic's model classes have a ``register`` method)
+    register_: Register = Field(
+        "general",
+        alias="register",
+        description="语体: the register the model writes in, general (everyday couplets), classical "
+        "(regulated verse) or formal (楹联 of halls, temples, birthdays, mourning), for a model with "
+        "registers (GET /api/v1/model lists them); a model without them writes general only (422 otherwise)",
     )
     diverse: bool = Field(
         False,
@@ -221,6 +230,11 @@ class ModelInfo(BaseModel):
     fast_mode: bool = Field(description="the bundle has a proposer, so `fast` requests are faster")
     reverse_model: bool = Field(
         False, description="the bundle has a lower_to_upper model: /generate takes `lower` (下联求上联)"
+    )
+    registers: list[Register] = Field(
+        ["general"],
+        description="the registers the model writes in (/generate's `register`): general alone "
+        "for a model without registers",
     )
 
 

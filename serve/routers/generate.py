@@ -80,6 +80,7 @@ async def generate(
             body.fast,
             body.diverse,
             direction,
+            body.register_,
             max_chars=settings.max_chars,
             max_asked=settings.max_candidates,
         )
