@@ -5,6 +5,11 @@ share of answers keeping every hard rule.
 The long lines are whole wb14123 test upper lines joined with "，" until the next would pass
 the target length (so each is 0-6 characters under it; the mean is reported); the corpus
 has no couplet longer than 32 characters. Without the corpus, fixture couplets are joined.
+
+Then the mixed load (bench/_mixed_load.py): sixteen clients bursting 60-100 character lines at
+a real server while another sends 7-character lines, with the cost admission off and on
+(serve/admission.py), ``repeats`` times each (``--quick``: once, shorter): the short lines'
+p50/p90/p99/max, and how the long-line clients were answered (200, 429, 503).
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ import argparse
 import statistics
 import time
 
+from bench._mixed_load import mixed
 from bench.decode import upper_lines
 from data.paths import default_model_dir, graph_cache_dir
 from duilian.inputs import Query
@@ -46,7 +52,8 @@ def run(args: argparse.Namespace) -> dict[str, object]:
     if not has_model(default_model_dir()):
         return {"skipped": "no bundle in models/default"}
     set_decode_threads(1)
-    count = 5 if getattr(args, "quick", False) else 20
+    quick = getattr(args, "quick", False)
+    count = 5 if quick else 20
     uppers, source = upper_lines()
     model = LoadedModel.load(default_model_dir(), engine=Engine(SERVE_INT8, SERVE_RUNTIME, graph_cache_dir()))
     out: dict[str, object] = {"source": source, "lines_per_length": count}
@@ -62,4 +69,12 @@ def run(args: argparse.Namespace) -> dict[str, object]:
         out[f"chars_{target}_p50_ms"] = round(statistics.median(times), 1)
         out[f"chars_{target}_max_ms"] = round(max(times), 1)
         out[f"chars_{target}_all_rules_kept"] = f"{kept}/{len(lines)}"
+    longs = [line for target in (60, 80, 100) for line in long_lines(uppers, target, 12)]
+    shorts = [u for u in uppers if len(u) == 7][:400]
+    seconds, repeats = (10.0, 1) if quick else (30.0, 2)
+    for run_no in range(repeats):
+        for admission in (False, True):
+            figures = mixed(default_model_dir(), longs, shorts, seconds, admission)
+            for key, value in figures.items():
+                out[f"mixed_{'on' if admission else 'off'}_{run_no + 1}_{key}"] = value
     return out

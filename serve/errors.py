@@ -34,8 +34,10 @@ WHY = {
     "rule out: a line with Latin letters, Arabic digits or no Chinese character, longer than 100 "
     "characters once normalised, `upper` and `lower` both given, a lock pattern or a 藏头 / 嵌字 that "
     "the couplet rules cannot keep, a position with no character to replace",
-    429: "too many requests from this client: retry after `Retry-After` seconds",
-    503: "the model cannot answer now (its decode workers are restarting, or the queue is full): retry",
+    429: "too many requests from this client, or (generate) its decode budget spent (a request costs "
+    "its characters × candidates): retry after `Retry-After` seconds",
+    503: "the model cannot answer now (its decode workers are restarting, the queue is full, or too many "
+    "long lines wait): retry after `Retry-After` seconds",
 }
 
 

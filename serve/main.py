@@ -106,6 +106,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         docs_url=None,  # served by the site router from local assets: no CDN, works offline
         redoc_url=None,
         redirect_slashes=False,  # a redirect would be built from the request's Host header
+        # operationId = the route's function (generate, alternatives, post_feedback): the names
+        # a client generated from the document gives its calls (tests/serve/test_generated_client.py)
+        generate_unique_id_function=lambda route: route.name,
         # any route: a body that is no JSON, the body limit, our bilingual 422 (serve/errors.py)
         responses=refusals(400, 413, 422),
     )

@@ -16,6 +16,12 @@ ToneMode = Literal["modern", "lenient", "classical"]
 Direction = Literal["upper_to_lower", "lower_to_upper"]
 Register = Literal["general", "classical", "formal"]  # data.text.REGISTERS
 MODEL_VERSION_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._+:-]{0,63}$"  # step59000-1a2b3c4d, test-a
+# What a line may hold, as far as a schema can say it: no Latin letter or Arabic digit (half- or
+# full-width) and no control character. In the document only (``LINE``): the server checks the
+# line itself (duilian.inputs.clean_line), with a message naming the fault, and refuses what a
+# pattern cannot state (no Chinese character, more than 100 characters once normalised).
+LINE_PATTERN = r"^[^A-Za-z0-9\uFF10-\uFF19\uFF21-\uFF3A\uFF41-\uFF5A\u0000-\u0008\u000E-\u001F\u007F]*$"
+LINE: dict[str, object] = {"pattern": LINE_PATTERN}
 
 
 class Request(BaseModel):
@@ -30,6 +36,7 @@ class GenerateRequest(Request):
     upper: str | None = Field(
         None,
         max_length=200,
+        json_schema_extra=LINE,
         description="上联, at most 100 characters (from 33 on, a 长联, answered clause by clause); "
         "required unless `lower` is given",
         examples=["春风得意"],
@@ -37,6 +44,7 @@ class GenerateRequest(Request):
     lower: str | None = Field(
         None,
         max_length=200,
+        json_schema_extra=LINE,
         description="下联, for upper lines written for it (下联求上联, direction lower_to_upper): "
         "given instead of `upper`",
         examples=["家和万事兴"],
@@ -126,12 +134,14 @@ class AlternativesRequest(Request):
     upper: str = Field(
         ...,
         max_length=200,
+        json_schema_extra=LINE,
         description="上联, at most 100 characters (from 33 on, a 长联, answered clause by clause)",
         examples=["春风得意"],
     )
     lower: str = Field(
         ...,
         max_length=200,
+        json_schema_extra=LINE,
         description="a lower line (a candidate; with direction lower_to_upper, the lower line given), as "
         "long as the upper line",
         examples=["秋月生辉"],
@@ -182,8 +192,8 @@ class BannersResponse(BaseModel):
 
 class FeedbackRequest(Request):
     kind: Literal["vote", "own"] = Field(description="a vote on a candidate, or the person's own lower line")
-    upper: str = Field(..., max_length=200)
-    lower: str = Field(..., max_length=200)
+    upper: str = Field(..., max_length=200, json_schema_extra=LINE)
+    lower: str = Field(..., max_length=200, json_schema_extra=LINE)
     vote: Literal[1, -1] | None = Field(None, description="+1 or -1 (integers), for kind vote")
     model_version: str | None = Field(
         None,

@@ -1,0 +1,147 @@
+"""Long lines against short ones on a real ``python -m serve`` (bench/long_lines.py's mixed
+load): ``LONG_CLIENTS`` clients, each from its own loopback address, send 60-100 character
+upper lines back to back (10 candidates), honouring ``Retry-After`` when refused, while one
+more client sends ordinary 7-character lines (5 candidates) one after another, 0.3 s apart;
+the figures are the short lines' latencies and what the long-line clients got.
+
+The server runs as deployed (two decode worker processes, two decode threads), with its
+result cache off (every request decodes) and the request-count limit off (what is measured is
+the cost admission: ``serve/admission.py``), once with the admission off and once on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+
+import httpx
+
+from crawler.localredis import free_port, stop_process
+
+LONG_CLIENTS = 16
+ADMISSION_OFF = {"DUILIAN_SERVE_COST_PER_MINUTE": "0", "DUILIAN_SERVE_LONG_LINE_CHARS": "0"}
+
+
+def start(
+    model: Path, tmp: Path, env: dict[str, str], timeout: float = 300
+) -> tuple[subprocess.Popen[bytes], str]:
+    """``python -m serve`` on a free port with ``env`` added, once its health answers 200."""
+    port = free_port()
+    full = {
+        **os.environ,
+        "DUILIAN_SERVE_DATABASE_URL": f"sqlite:///{tmp / 'feedback.db'}",
+        "DUILIAN_SERVE_RATE_LIMIT_PER_MINUTE": "0",
+        "DUILIAN_SERVE_CACHE_SIZE": "0",
+        "DUILIAN_SERVE_KNOWN_PAIRS": "",  # the bundle's known lines: no corpus index to wait for
+        **env,
+    }
+    cmd = [
+        sys.executable,
+        "-m",
+        "serve",
+        "--port",
+        str(port),
+        "--model",
+        str(model),
+        "--log-level",
+        "warning",
+    ]
+    with open(tmp / "server.log", "ab") as err:
+        proc = subprocess.Popen(cmd, env=full, stdout=subprocess.DEVNULL, stderr=err)
+    url, deadline = f"http://127.0.0.1:{port}", time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(
+                f"server exited ({proc.returncode}): {(tmp / 'server.log').read_text()[-2000:]}"
+            )
+        try:
+            if httpx.get(f"{url}/api/v1/health", timeout=1).status_code == 200:
+                return proc, url
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.3)
+    proc.kill()
+    raise RuntimeError(f"server did not come up in {timeout:g} s")
+
+
+def pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return round(ordered[min(len(ordered) - 1, int(q * len(ordered)))], 1) if ordered else float("nan")
+
+
+async def _long_client(
+    url: str, i: int, lines: list[str], until: float, out: Counter[str], ms: list[float]
+) -> None:
+    transport = httpx.AsyncHTTPTransport(local_address=f"127.0.0.{100 + i}")
+    async with httpx.AsyncClient(base_url=url, timeout=120, transport=transport) as http:
+        k = i
+        while time.monotonic() < until:
+            line, k = lines[k % len(lines)], k + LONG_CLIENTS
+            start = time.monotonic()
+            r = await http.post("/api/v1/generate", json={"upper": line, "n": 10})
+            out[str(r.status_code)] += 1
+            if r.status_code == 200:
+                ms.append(1000 * (time.monotonic() - start))
+            elif "Retry-After" in r.headers:  # a polite client waits as told
+                await asyncio.sleep(min(float(r.headers["Retry-After"]), max(0.0, until - time.monotonic())))
+
+
+async def _short_client(
+    url: str, lines: list[str], until: float, ms: list[float], failed: Counter[str]
+) -> None:
+    transport = httpx.AsyncHTTPTransport(local_address="127.0.0.99")
+    async with httpx.AsyncClient(base_url=url, timeout=120, transport=transport) as http:
+        k = 0
+        while time.monotonic() < until:
+            start = time.monotonic()
+            r = await http.post("/api/v1/generate", json={"upper": lines[k % len(lines)], "n": 5})
+            k += 1
+            if r.status_code == 200:
+                ms.append(1000 * (time.monotonic() - start))
+            else:
+                failed[str(r.status_code)] += 1
+            await asyncio.sleep(0.3)  # a brisk person's pace (5 candidates, the API's default), within budget
+
+
+async def _load(url: str, longs: list[str], shorts: list[str], seconds: float) -> dict[str, object]:
+    for line in shorts[:3]:  # warm: the first decodes of a worker are slower
+        httpx.post(f"{url}/api/v1/generate", json={"upper": line, "n": 10}, timeout=60)
+    until = time.monotonic() + seconds
+    long_codes: Counter[str] = Counter()
+    long_ms: list[float] = []
+    short_ms: list[float] = []
+    short_failed: Counter[str] = Counter()
+    await asyncio.gather(
+        _short_client(url, shorts[3:], until, short_ms, short_failed),
+        *(_long_client(url, i, longs, until, long_codes, long_ms) for i in range(LONG_CLIENTS)),
+    )
+    return {
+        "short_requests": len(short_ms),
+        "short_refused": dict(short_failed),
+        "short_p50_ms": pct(short_ms, 0.5),
+        "short_p90_ms": pct(short_ms, 0.9),
+        "short_p99_ms": pct(short_ms, 0.99),
+        "short_max_ms": round(max(short_ms), 1) if short_ms else float("nan"),
+        "long_answers": dict(sorted(long_codes.items())),
+        "long_answered_p50_ms": pct(long_ms, 0.5),
+        "long_answered_max_ms": round(max(long_ms), 1) if long_ms else float("nan"),
+    }
+
+
+def mixed(
+    model: Path, longs: list[str], shorts: list[str], seconds: float, admission: bool
+) -> dict[str, object]:
+    """One run of the mixed load against a fresh server, the admission on or off."""
+    with tempfile.TemporaryDirectory(prefix="bench-long-") as name:
+        proc, url = start(model, Path(name), {} if admission else ADMISSION_OFF)
+        try:
+            figures = asyncio.run(_load(url, longs, shorts, seconds))
+        finally:
+            stop_process(proc, timeout=20)
+    return {"load_average_1min": round(os.getloadavg()[0], 2), **figures}
