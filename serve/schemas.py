@@ -7,6 +7,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, computed_field, field_validator
 from pydantic.dataclasses import dataclass as pydantic_dataclass
+from pydantic.json_schema import JsonDict
 
 from data.rules import RuleReport
 from model.decoding import answer
@@ -21,7 +22,7 @@ MODEL_VERSION_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._+:-]{0,63}$"  # step59000-1a2b
 # line itself (duilian.inputs.clean_line), with a message naming the fault, and refuses what a
 # pattern cannot state (no Chinese character, more than 100 characters once normalised).
 LINE_PATTERN = r"^[^A-Za-z0-9\uFF10-\uFF19\uFF21-\uFF3A\uFF41-\uFF5A\u0000-\u0008\u000E-\u001F\u007F]*$"
-LINE: dict[str, object] = {"pattern": LINE_PATTERN}
+LINE: JsonDict = {"pattern": LINE_PATTERN}
 
 
 class Request(BaseModel):
