@@ -28,7 +28,7 @@ from data.rules import RuleReport
 from data.segment import FirstCharDictionary, boundaries, write_dictionary
 from data.text import is_punct
 from data.tones import Tone, line_tones, mark, opposed
-from duilian.suggest import NO_MODEL, Suggestions, unavailable
+from duilian.suggestions import NO_MODEL, Suggestions, unavailable
 from model.release.fingerprint import normalise
 
 if TYPE_CHECKING:

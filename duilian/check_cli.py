@@ -19,11 +19,11 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from data.paths import default_model_dir, graph_cache_dir
 from duilian.inputs import TONE_MODES, InputError, clean_line
+from duilian.loading import EXIT_INPUT
 
 if TYPE_CHECKING:
     from duilian.check import CheckReport
 
-EXIT_INPUT = 2
 
 LEGEND = """\
 output / 输出:

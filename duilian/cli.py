@@ -27,17 +27,15 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
-from data.paths import default_model_dir, graph_cache_dir
 from data.text import REGISTERS
 from duilian import check_cli, compose_cli
 from duilian.inputs import FORWARD, MAX_ASKED, MAX_CHARS, REVERSE, TONE_MODES, InputError, Query, make_query
+from duilian.loading import EXIT_FAILED, EXIT_INPUT, Problem, load
 
 if TYPE_CHECKING:
     from duilian.service import LoadedModel
     from model.decoding.answer import Answer
 
-EXIT_INPUT = 2  # a refused line, option or model folder
-EXIT_FAILED = 1  # an unexpected error (its message, never a trace)
 
 RULES = (  # the report's fields as the plain output shows them: (field, 中文)
     ("length", "字数"),
@@ -71,14 +69,6 @@ output / 输出:
 exit status / 退出码: 0 all answered; 2 a line, an option or the model refused (the message,
   in Chinese and English, on stderr; the other lines are still answered); 1 another error.
 """
-
-
-class Problem(Exception):
-    """Something to say on stderr, in Chinese and English, and the exit status to leave with."""
-
-    def __init__(self, zh: str, en: str, status: int = EXIT_INPUT) -> None:
-        super().__init__(f"{zh} / {en}")
-        self.status = status
 
 
 def count(text: str) -> int:
@@ -240,30 +230,6 @@ def query(args: argparse.Namespace, upper: str) -> Query:
         REVERSE if args.reverse else FORWARD,
         args.register,
     )
-
-
-def load(args: argparse.Namespace) -> LoadedModel:
-    """The bundle with the site's default engine (the server's settings' defaults). On ONNX
-    Runtime with its graphs cached (after the first run) PyTorch is not imported at all."""
-    from duilian.service import Engine, LoadedModel, set_decode_threads
-    from model.decoding.options import SERVE_INT8, SERVE_RUNTIME
-    from model.release.bundle import MODEL_FILE, WEIGHTS_FILE, has_model, missing_model
-
-    folder: Path = args.model or default_model_dir()
-    if not has_model(folder):
-        raise Problem(
-            f"{folder} 不是模型目录（缺少 {WEIGHTS_FILE}，旧模型目录为 {MODEL_FILE}）",
-            f"{missing_model(folder)}; the shipped one is models/default",
-        )
-    cache = args.graph_cache or graph_cache_dir()
-    try:
-        model = LoadedModel.load(
-            folder, None, Engine(SERVE_INT8, SERVE_RUNTIME, cache), warm=False, lazy=True
-        )
-    except (OSError, ValueError, KeyError, RuntimeError) as exc:
-        raise Problem("模型无法读取", f"the model bundle at {folder} cannot be read: {exc}") from exc
-    set_decode_threads(1)  # as the site's decode workers: one thread a decode
-    return model
 
 
 def ask(server: str, q: Query, timeout: float = 300) -> dict[str, Any]:

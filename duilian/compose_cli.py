@@ -12,11 +12,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from duilian.inputs import MAX_ASKED, TONE_MODES, InputError
+from duilian.loading import EXIT_INPUT, Problem, load
 
 if TYPE_CHECKING:
     from duilian.compose import Composition
 
-EXIT_INPUT = 2
 
 LEGEND = """\
 output / 输出:
@@ -75,7 +75,6 @@ def add_parser(commands: Any) -> None:
 
 def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
     # the model and the service are imported only with a request to answer: --help and bad input at once
-    from duilian.cli import Problem, load
     from duilian.compose import compose, make_compose_request
     from model.decoding.plan import ConstraintError
 

@@ -13,17 +13,8 @@ from pydantic import Field
 from data.pairing import PairingTable
 from duilian.check import CheckReport, check_with
 from duilian.inputs import AlternativesQuery
-from duilian.suggest import (
-    BUSY,
-    NOT_ASKED,
-    Suggestions,
-    Unsuggestable,
-    assemble,
-    needs_retry,
-    plan,
-    queries,
-    unavailable,
-)
+from duilian.suggest import Unsuggestable, assemble, needs_retry, plan, queries
+from duilian.suggestions import BUSY, NOT_ASKED, Suggestions, unavailable
 from model.decoding.answer import Alternatives
 from model.decoding.plan import ConstraintError
 from serve.couplets import Busy, CoupletService

@@ -14,7 +14,8 @@ from data.pairing import PairingTable
 from data.rules import check
 from duilian.check import CheckReport, check_couplet, check_with
 from duilian.service import Engine, LoadedModel
-from duilian.suggest import NO_MODEL, NOT_ALIGNED, NOTHING_WEAK, PAIR, plan, suggest
+from duilian.suggest import PAIR, plan, suggest
+from duilian.suggestions import NO_MODEL, NOT_ALIGNED, NOTHING_WEAK
 from serve.settings import Settings
 from tests.serve.conftest import PAIRS
 
