@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import ssl
 import subprocess
 import sys
 import tempfile
@@ -75,11 +76,22 @@ def pct(values: list[float], q: float) -> float:
     return round(ordered[min(len(ordered) - 1, int(q * len(ordered)))], 1) if ordered else float("nan")
 
 
+SSL = ssl.create_default_context()  # one for every client: each new one costs tens of ms of CPU
+
+
+def client(url: str, address: str) -> httpx.AsyncClient:
+    """A client of its own address. Its SSL context is made once for all (httpx makes one per
+    client otherwise, tens of milliseconds each): seventeen clients starting together held the
+    load generator's loop for half a second, which the short client's first request took for
+    the server's latency."""
+    transport = httpx.AsyncHTTPTransport(local_address=address, verify=SSL)
+    return httpx.AsyncClient(base_url=url, timeout=120, transport=transport, verify=SSL)
+
+
 async def _long_client(
     url: str, i: int, lines: list[str], until: float, out: Counter[str], ms: list[float]
 ) -> None:
-    transport = httpx.AsyncHTTPTransport(local_address=f"127.0.0.{100 + i}")
-    async with httpx.AsyncClient(base_url=url, timeout=120, transport=transport) as http:
+    async with client(url, f"127.0.0.{100 + i}") as http:
         k = i
         while time.monotonic() < until:
             line, k = lines[k % len(lines)], k + LONG_CLIENTS
@@ -101,8 +113,7 @@ def timing(header: str) -> str:
 async def _short_client(
     url: str, lines: list[str], until: float, ms: list[float], failed: Counter[str], slow: list[str]
 ) -> None:
-    transport = httpx.AsyncHTTPTransport(local_address="127.0.0.99")
-    async with httpx.AsyncClient(base_url=url, timeout=120, transport=transport) as http:
+    async with client(url, "127.0.0.99") as http:
         k = 0
         while time.monotonic() < until:
             start = time.monotonic()
