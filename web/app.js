@@ -440,6 +440,8 @@ async function ask(event) {
     if ($("required-chars").value.trim()) body.required_chars = $("required-chars").value;
     if ($("fast").checked) body.fast = true;
     if ($("diverse").checked) body.diverse = true;
+    // the register, where the model writes in several (GET /api/v1/model); the reverse model has none
+    if (!$("register-label").hidden && direction !== REVERSE) body.register = $("register").value;
     const answer = await api("/api/v1/generate", body);
     asked = body;
     render(answer);
@@ -646,6 +648,9 @@ document.addEventListener("DOMContentLoaded", () => {
     .then((info) => {
       $("model-version").textContent = `模型 ${info.version}`;
       $("fast-label").hidden = !info.fast_mode; // offered only when the model has a proposer
+      const registers = info.registers || ["general"];
+      $("register-label").hidden = registers.length < 2; // offered only when the model has registers
+      for (const option of $("register").options) option.hidden = !registers.includes(option.value);
       reverseModel = Boolean(info.reverse_model); // 下联求上联 offered only when the bundle can
       $("direction").hidden = !reverseModel;
       $("lead-reverse").hidden = !reverseModel;

@@ -527,3 +527,36 @@ def test_no_direction_choice_without_a_reverse_model(
                 expect(page.locator("#reversed-switch")).to_be_hidden()
             finally:
                 browser.close()
+
+
+def test_the_register_is_offered_where_the_model_writes_in_several(
+    tmp_path: Path, settings: Settings, vocab: Vocab
+) -> None:
+    """A bundle with registers: the page offers them and asks for the one chosen (the answer is
+    the API's for that register); the shipped-like bundle without them shows no choice (above)."""
+    from playwright.sync_api import expect, sync_playwright
+
+    bundle = build_bundle(tmp_path / "r", vocab, seed=4, version="reg", registers=3)
+    app = create_app(settings.model_copy(update={"model_dir": bundle}))
+    with LiveServer(app, start_timeout=600) as server:
+        wait_known(server.app)
+        with sync_playwright() as pw:
+            browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
+            try:
+                page = browser.new_page()
+                page.goto(server.url + "/")
+                expect(page.locator("#model-version")).to_contain_text("模型 reg")
+                page.locator("summary").first.click()
+                expect(page.locator("#register-label")).to_be_visible()
+                page.select_option("#register", "formal")
+                with page.expect_response("**/api/v1/generate") as response:
+                    answer(page, "明月照窗前")
+                assert response.value.request.post_data_json["register"] == "formal"
+                got = response.value.json()["candidates"]
+                asked = response.value.request.post_data_json  # the page's request, register and all
+                want = page.request.post(f"{server.url}/api/v1/generate", data=asked).json()["candidates"]
+                assert [c["text"] for c in got] == [c["text"] for c in want]
+                shown = page.locator("#candidates > li").first.locator(".line .char").all_text_contents()
+                assert "".join(shown) == got[0]["text"]
+            finally:
+                browser.close()
