@@ -551,9 +551,9 @@ def test_the_register_is_offered_where_the_model_writes_in_several(
                 page.select_option("#register", "formal")
                 with page.expect_response("**/api/v1/generate") as response:
                     answer(page, "明月照窗前")
-                assert response.value.request.post_data_json["register"] == "formal"
-                got = response.value.json()["candidates"]
                 asked = response.value.request.post_data_json  # the page's request, register and all
+                assert asked is not None and asked["register"] == "formal"
+                got = response.value.json()["candidates"]
                 want = page.request.post(f"{server.url}/api/v1/generate", data=asked).json()["candidates"]
                 assert [c["text"] for c in got] == [c["text"] for c in want]
                 shown = page.locator("#candidates > li").first.locator(".line .char").all_text_contents()
