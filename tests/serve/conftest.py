@@ -213,6 +213,7 @@ def settings(tmp_path: Path, bundle_a: Path, known_pairs: Path, database_url: st
         database_url=database_url,
         known_pairs=known_pairs,
         rate_limit_per_minute=0,
+        cost_per_minute=0,  # tests/serve/test_admission.py: the budget itself
         admin_token="test-token",
         decode_processes=0,  # the model in the server process (tests/serve/test_workers.py: processes)
         # graph_cache: the run's one folder (tests/conftest.py); tests/serve/test_workers.py: the cache itself
