@@ -1,5 +1,6 @@
-// The check of one's own line on the page (loaded after app.js, whose helpers it uses: $, el,
-// api, lineView, couplet, announce, shown, asked). Every piece of text goes in through textContent.
+// The check of one's own line on the page (loaded after view.js, api.js and app.js, whose helpers it
+// uses: $, el, api, lineView, checkRulesView, couplet, announce, shown, asked). Every piece of text
+// goes in through textContent.
 "use strict";
 
 // ---- the check of one's own line (POST /api/v1/check) -----------------------------------------
@@ -57,16 +58,7 @@ function renderOwnCheck(report, reverse) {
     cell.setAttribute("aria-label", `第 ${i + 1} 字「${written[i]}」不合：${broken.get(i).join("、")}`);
   });
   $("own-marks").replaceWith(marks);
-  $("own-rules").replaceChildren(
-    ...report.rules.map((rule) => {
-      const state = rule.kept === true ? "ok" : rule.kept === false ? "bad" : "unknown";
-      const text = (state === "ok" ? "✓ " : state === "bad" ? "✗ " : "– ") + rule.label;
-      const item = el("li", `rule ${state}`, rule.name === "rhythm" && rule.share !== null
-        ? `${text} ${Math.round(rule.share * 100)}%` : text);
-      item.dataset.rule = rule.name;
-      return item;
-    }),
-  );
+  $("own-rules").replaceWith(checkRulesView(report.rules, "own-rules"));
   const labels = Object.fromEntries(report.rules.map((rule) => [rule.name, rule.label]));
   labels.pair = "词对";
   const s = report.suggestions;

@@ -8,6 +8,7 @@ unpacked, not installed, and run with the unpacked folder first on sys.path.
 from __future__ import annotations
 
 import email
+import re
 import shutil
 import subprocess
 import sys
@@ -105,11 +106,14 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.mark.slow
 def test_wheel_carries_the_run_time_files(wheel: Path) -> None:
     names = set(zipfile.ZipFile(wheel).namelist())
+    page = (ROOT / "web" / "index.html").read_text(encoding="utf-8")
+    scripts = [f"web/{s}" for s in re.findall(r'<script src="/static/([^"]+)"', page)]  # the page's parts
+    assert "web/app.js" in scripts
     for name in (
         "data/variants.txt",
         "data/sensitive_allow.txt",
         "web/index.html",
-        "web/app.js",
+        *scripts,
         "web/style.css",
     ):
         assert name in names

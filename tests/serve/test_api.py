@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -157,9 +158,12 @@ def test_health_model_info_docs_and_page(client: TestClient) -> None:
     page = client.get("/")
     assert page.status_code == 200 and "上联" in page.text
     assert "http://" not in page.text and "https://" not in page.text  # no CDN
-    for asset in ("/static/app.js", "/static/style.css"):
+    scripts = re.findall(r'<script src="(/static/[^"]+)"', page.text)  # the page's parts, in order
+    assert scripts[0] == "/static/view.js" and "/static/app.js" in scripts
+    for asset in (*scripts, "/static/style.css"):
         assert client.get(asset).status_code == 200
-    assert "innerHTML" not in client.get("/static/app.js").text
+    for script in scripts:
+        assert "innerHTML" not in client.get(script).text, script
 
 
 def test_rate_limit_is_429_and_clears(settings: Settings) -> None:
