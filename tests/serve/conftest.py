@@ -117,7 +117,10 @@ def build_bundle(
     blocked: bool = False,
     reverse: bool = False,
     registers: int = 0,
+    pairs: Sequence[tuple[str, str]] = PAIRS,
 ) -> Path:
+    """``pairs``: the training pairs the bundle knows (its upper lines' index; with ``known``, their
+    lower lines too, from which POST /compose drafts)."""
     model = tiny_model(vocab, seed, registers)
     if bad_word:
         favour(model, vocab, bad_word)
@@ -126,8 +129,8 @@ def build_bundle(
         out,
         model,
         vocab,
-        train_uppers=[u for u, _ in PAIRS],
-        train_pairs=PAIRS if known else None,
+        train_uppers=[u for u, _ in pairs],
+        train_pairs=pairs if known else None,
         sensitive_hashes=hash_words(sensitive),
         sensitive_max_len=max((len(w) for w in sensitive), default=None),  # as make train writes it
         model_card=f"# 测试模型 {version}\n",

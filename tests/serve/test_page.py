@@ -506,8 +506,8 @@ def test_a_line_that_reads_like_the_other_side_offers_the_other_direction(live: 
 def test_no_direction_choice_without_a_reverse_model(
     tmp_path: Path, settings: Settings, vocab: Vocab
 ) -> None:
-    """A bundle without a lower_to_upper model: no direction to choose, and the hint of a line
-    that reads like a lower line offers no switch."""
+    """A bundle without a lower_to_upper model: no direction to choose, no 藏头联 mode, and the hint
+    of a line that reads like a lower line offers no switch."""
     from playwright.sync_api import expect, sync_playwright
 
     bundle = build_bundle(tmp_path / "x", vocab, seed=4, version="t")
@@ -522,6 +522,7 @@ def test_no_direction_choice_without_a_reverse_model(
                 expect(page.locator("#model-version")).to_contain_text("模型 t")  # /api/v1/model answered
                 expect(page.locator("#direction")).to_be_hidden()
                 expect(page.locator("#lead-reverse")).to_be_hidden()
+                expect(page.locator("#mode")).to_be_hidden()  # nor 藏头联 (the reverse model drafts)
                 answer(page, "明月照窗前")
                 expect(page.locator("#reversed")).to_be_visible()
                 expect(page.locator("#reversed-switch")).to_be_hidden()
