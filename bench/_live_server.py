@@ -50,7 +50,7 @@ def fallback_bundle(out: Path, preset: str = "cpu") -> Path:
 
     from data.vocab import Vocab
     from model.net.transformer import CoupletTransformer, ModelConfig
-    from model.release.bundle import export_bundle
+    from model.release.export import export_bundle
 
     spm = data_dir() / "spm.model"
     vocab = Vocab.from_file(spm) if spm.is_file() else Vocab.train(FALLBACK_LINES, out.parent / "spm")
@@ -145,7 +145,7 @@ def served(prefix: str) -> Iterator[Served]:
     with tempfile.TemporaryDirectory(prefix=prefix) as name:
         tmp = Path(name)
         model = Path(os.environ.get("DUILIAN_SERVE_MODEL_DIR", default_model_dir()))
-        from model.release.bundle import has_model
+        from model.release.layout import has_model
 
         shipped = has_model(model)
         if not shipped:

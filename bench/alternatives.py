@@ -24,7 +24,7 @@ from data.text import is_punct
 from duilian.service import Engine, LoadedModel, set_decode_threads
 from model.decoding.options import ALTERNATIVE_POOL, SERVE_INT8, SERVE_RUNTIME, DecodeOptions
 from model.decoding.plan import ConstraintError
-from model.release.bundle import has_model
+from model.release.layout import has_model
 
 TOP = 8
 WIDE = 1024

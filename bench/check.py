@@ -30,7 +30,8 @@ from duilian.service import Engine, LoadedModel, set_decode_threads
 from duilian.suggest import suggest
 from model.decoding.answer import Alternatives
 from model.decoding.options import SERVE_INT8, SERVE_RUNTIME
-from model.release.bundle import Bundle, has_model, load_bundle
+from model.release.bundle import Bundle, load_bundle
+from model.release.layout import has_model
 
 LONG = 100
 

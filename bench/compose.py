@@ -23,7 +23,7 @@ from duilian.compose import compose, make_compose_request
 from duilian.service import Engine, LoadedModel, set_decode_threads
 from model.decoding.options import SERVE_INT8, SERVE_RUNTIME
 from model.decoding.plan import ConstraintError
-from model.release.bundle import has_model
+from model.release.layout import has_model
 
 N = 3
 

@@ -55,7 +55,8 @@ def upper_lines(column: int = 0) -> tuple[list[str], str]:
 
 def reverse_decoder() -> Decoder | None:
     """The shipped bundle's reverse model as served (None without one)."""
-    from model.release.bundle import has_model, load_bundle
+    from model.release.bundle import load_bundle
+    from model.release.layout import has_model
 
     if not has_model(default_model_dir()):
         return None
@@ -70,7 +71,8 @@ def reverse_decoder() -> Decoder | None:
 
 def load_decoder() -> tuple[Decoder, str]:
     """The encoder-decoder alone (its proposer, if the bundle has one, is the ``proposer`` attribute)."""
-    from model.release.bundle import has_model, load_bundle
+    from model.release.bundle import load_bundle
+    from model.release.layout import has_model
 
     if has_model(default_model_dir()):
         b = load_bundle(default_model_dir())

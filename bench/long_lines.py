@@ -24,7 +24,7 @@ from data.paths import default_model_dir, graph_cache_dir
 from duilian.inputs import Query
 from duilian.service import Engine, LoadedModel, set_decode_threads
 from model.decoding.options import SERVE_INT8, SERVE_RUNTIME
-from model.release.bundle import has_model
+from model.release.layout import has_model
 
 TARGETS = (40, 60, 100)
 

@@ -90,7 +90,8 @@ def check(upper: str, lower: str, mode: str, model: Path | None, suggest: bool =
     from duilian.service import Engine, Library, LoadedModel, set_decode_threads
     from duilian.suggest import suggest as suggestions
     from model.decoding.options import SERVE_INT8, SERVE_RUNTIME
-    from model.release.bundle import has_model, load_bundle
+    from model.release.bundle import load_bundle
+    from model.release.layout import has_model
 
     folder = model or default_model_dir()
     if not has_model(folder):

@@ -29,12 +29,12 @@ def load(args: argparse.Namespace) -> LoadedModel:
     Runtime with its graphs cached (after the first run) PyTorch is not imported at all."""
     from duilian.service import Engine, LoadedModel, set_decode_threads
     from model.decoding.options import SERVE_INT8, SERVE_RUNTIME
-    from model.release.bundle import MODEL_FILE, WEIGHTS_FILE, has_model, missing_model
+    from model.release.layout import WEIGHTS_FILE, has_model, missing_model
 
     folder: Path = args.model or default_model_dir()
     if not has_model(folder):
         raise Problem(
-            f"{folder} 不是模型目录（缺少 {WEIGHTS_FILE}，旧模型目录为 {MODEL_FILE}）",
+            f"{folder} 不是可读的模型目录（缺少 {WEIGHTS_FILE}，或为旧格式）",
             f"{missing_model(folder)}; the shipped one is models/default",
         )
     cache = args.graph_cache or graph_cache_dir()

@@ -40,15 +40,8 @@ from model.decoding.decoder import Decoder
 from model.decoding.onnx_engine import OnnxTagger, OnnxTransformer
 from model.decoding.options import DIVERSE_PENALTY, MAX_CANDIDATES, DecodeOptions, Runtime
 from model.decoding.plan import ConstraintError
-from model.release.bundle import (
-    Bundle,
-    graph_key,
-    head_weight_t,
-    load_bundle,
-    model_config,
-    model_file,
-    model_meta,
-)
+from model.release.bundle import Bundle, graph_key, head_weight_t, load_bundle, model_config, model_meta
+from model.release.layout import WEIGHTS_FILE
 
 if TYPE_CHECKING:
     from model.net.checkpoint import CoupletModel
@@ -61,11 +54,11 @@ BANNERS_SHOWN = 5  # 横批 per candidate
 
 def model_version(bundle: Bundle) -> str:
     """The bundle's named version, else its step and a digest of its model's weights file
-    (``model.safetensors``, or ``model.pt`` in an old bundle)."""
+    (``model.safetensors``)."""
     named = bundle.meta.get("version")
     if named:
         return str(named)
-    digest = hashlib.blake2b(model_file(bundle.path).read_bytes(), digest_size=4).hexdigest()
+    digest = hashlib.blake2b((bundle.path / WEIGHTS_FILE).read_bytes(), digest_size=4).hexdigest()
     return f"step{bundle.meta.get('step', 0)}-{digest}"
 
 

@@ -38,7 +38,15 @@ def test_model_defers_no_import_but_the_listed_ones() -> None:
 
 
 def test_every_module_of_model_is_in_a_layer_or_an_entry() -> None:
-    entries = {"model", "model.train", "model.evaluate", "model.card", "model.ship", "model.blind"}
+    entries = {
+        "model",
+        "model.train",
+        "model.evaluate",
+        "model.card",
+        "model.ship",
+        "model.blind",
+        "model.bundle",
+    }
     modules = {m for m in import_graph.modules(ROOT) if m.split(".")[0] == "model"}
     assert {m for m in modules if import_graph.model_layer(m) == "model"} == entries
 

@@ -10,7 +10,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from model.release.bundle import (
+from model.release.card_sections import read_json
+from model.release.layout import (
     CONFIG_FILE,
     PROPOSER_CONFIG,
     PROPOSER_WEIGHTS,
@@ -19,7 +20,6 @@ from model.release.bundle import (
     VOCAB_FILE,
     WEIGHTS_FILE,
 )
-from model.release.card_sections import read_json
 from model.release.metrics import BLEU_ORDERS
 
 

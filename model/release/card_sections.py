@@ -12,9 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from model.decoding.options import DecodeOptions
-from model.release.bundle import (
-    model_meta,
-)
+from model.release.bundle import model_meta
 from model.release.eval_tables import with_ci
 from model.release.metrics import BLEU_ORDERS
 

@@ -18,7 +18,8 @@ from model.decoding.decoder import Decoder
 from model.decoding.options import SERVE_INT8, SERVE_RUNTIME, Runtime
 from model.net.checkpoint import CoupletModel, load_model
 from model.net.checkpoint import load_proposer as checkpoint_proposer
-from model.release.bundle import load_bundle, load_models, verify_bundle
+from model.release.bundle import load_bundle, load_models
+from model.release.layout import verify_bundle
 from model.training.greedy import greedy
 
 Decode = Callable[[list[str]], list[str]]

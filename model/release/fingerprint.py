@@ -117,29 +117,6 @@ class _Block:
         return self.data[start : int(self.ends[j])]
 
 
-class _OneStream:
-    """``known_lowers.txt.xz`` (bundles made before blocks): the records as UTF-8 lines, the
-    whole one lzma stream, so that one lookup decompresses them all."""
-
-    def __init__(self, path: Path, records: int) -> None:
-        self.path, self.records, self.per_block, self.blocks = path, records, max(records, 1), 1
-
-    def block(self, k: int) -> _Block:
-        try:
-            data = lzma.decompress(self.path.read_bytes())
-        except lzma.LZMAError as e:
-            raise KnownLinesError(f"{self.path}: not an lzma file nor a block file ({e})") from e
-        except OSError as e:  # gone or unreadable since the bundle was loaded and checked
-            raise KnownLinesError(f"{self.path}: {e}") from e
-        ends = np.flatnonzero(np.frombuffer(data, dtype=np.uint8) == ord("\n"))
-        if ends.size != self.records:
-            raise KnownLinesError(f"{self.path}: {ends.size} records for {self.records} fingerprints")
-        return _Block(data, ends)
-
-    def decode(self, record: bytes) -> str:
-        return record.decode("utf-8")
-
-
 class _Blocks:
     """``known_lowers.blocks``: the records in blocks of ``per_block``, each its own xz stream
     (so a lookup decompresses one block, about 10 ms, not all the records, 0.75 s), behind a
@@ -252,8 +229,7 @@ class KnownLowers:
     One record per fingerprint of the index, in its sorted order: the record's distinct lower
     lines joined by tabs. A record is found by the fingerprint's position in the index, so no
     upper line is stored (the index already answers "was it a training upper line"). The file
-    is a block file (``_Blocks``, what ``encode`` writes) or, in bundles made before it, one
-    lzma stream (``_OneStream``), told apart by their first bytes. The blocks read are kept
+    is a block file (``_Blocks``, what ``encode`` writes). The blocks read are kept
     (at most the whole file's records, what a server holds from its start): the server looks
     lines up from several threads, so they are read under a lock.
     """
@@ -262,7 +238,7 @@ class KnownLowers:
         """Nothing is read until the first lookup (``load`` reads the whole file now)."""
         self.index, self.path = index, Path(path)
         self._lock = threading.Lock()
-        self._file: _Blocks | _OneStream | None = None
+        self._file: _Blocks | None = None
         self._blocks: dict[int, _Block] = {}
 
     @classmethod
@@ -279,7 +255,7 @@ class KnownLowers:
                 known._block(file, k)
         return known
 
-    def _opened(self) -> _Blocks | _OneStream:
+    def _opened(self) -> _Blocks:
         file = self._file
         if file is None:
             with self._lock:
@@ -292,10 +268,12 @@ class KnownLowers:
                         raise KnownLinesError(f"{self.path}: {e}") from e
                     n = len(self.index)
                     blocked = len(head) == _HEADER.size and head.startswith(BLOCKS_MAGIC)
-                    file = self._file = _Blocks(self.path, n, head) if blocked else _OneStream(self.path, n)
+                    if not blocked:
+                        raise KnownLinesError(f"{self.path}: not a file of known lower lines (no header)")
+                    file = self._file = _Blocks(self.path, n, head)
         return file
 
-    def _block(self, file: _Blocks | _OneStream, k: int) -> _Block:
+    def _block(self, file: _Blocks, k: int) -> _Block:
         block = self._blocks.get(k)
         if block is None:
             with self._lock:

@@ -21,10 +21,11 @@ from data.sensitive import ALLOW_LIST, SensitiveFilter, hash_words, normalised, 
 from model.decoding.blocked import BlockedWords
 from model.decoding.options import DecodeOptions
 from model.net.checkpoint import load_checkpoint, load_model
-from model.release.bundle import export_bundle, install_bundle
 from model.release.card import write_card
 from model.release.eval_files import evaluate_files
 from model.release.eval_tables import with_ci
+from model.release.export import export_bundle
+from model.release.layout import install_bundle
 from model.release.metrics import BLEU_ORDERS
 from model.training.errors import UsageError
 from model.training.pack import DEVICE_FILE, PROPOSER_DIR, is_packed, unpack

@@ -2,7 +2,12 @@
 
 Each model of a bundle is two files, as a Hugging Face model folder has them:
 
-- ``<stem>.safetensors``: the weights (fp16 in a bundle), every tensor stored once. The models
+- ``<stem>.safetensors``: the weights, every tensor stored once: in fp16, or (``dtype="int8"``)
+  each floating matrix of at least ``INT8_MIN_SIZE`` elements as int8 with one float32 scale per
+  row under ``<key>@scale`` (symmetric: the row's largest magnitude is 127), the rest in fp16;
+  the file says which by its scale keys, and loading multiplies them back (``dequantized``).
+  int8 halves a model's file (what keeps a 9M-parameter model's bundle within 40 MB); the served
+  decoder runs on int8 already (docs/MEASUREMENTS.md, "Bundle weights in int8"). The models
   tie their input embedding and output layer (``ModelConfig.tie_embeddings``: the encoder-decoder's
   ``embed``, ``tgt_embed`` and ``head`` are one table, the tagger's ``embed`` and ``head``), and
   safetensors keeps no aliases, so the tied keys are left out and the model built from the
@@ -48,6 +53,9 @@ if TYPE_CHECKING:  # (PyTorch is imported where a model is built or written: rea
 
 FORMAT = "duilian-safetensors-1"
 DIGEST_KEY = "payload_sha256"
+WEIGHT_DTYPES = ("float16", "int8")
+SCALE_SUFFIX = "@scale"  # an int8 tensor's scales: ``<key>@scale``, float32, one per row
+INT8_MIN_SIZE = 4096  # smaller tensors (norms, biases, the register table) stay fp16
 
 
 def tied_aliases(state: dict[str, torch.Tensor]) -> dict[str, str]:
@@ -80,13 +88,14 @@ def model_config_json(
     weights_file: str,
     training: dict[str, Any],
     shared: dict[str, str] | None = None,
+    dtype: str = "float16",
 ) -> dict[str, Any]:
     """What ``<config>.json`` holds for ``model`` (see the module's docstring)."""
     return {
         "architectures": [type(model).__name__],
         "model_type": "duilian-couplet",
         **model.cfg.to_dict(),
-        "torch_dtype": "float16",
+        "torch_dtype": dtype,
         "tied_weights": tied_aliases(model.state_dict()),
         **({"shared_weights": dict(shared)} if shared else {}),
         "weights_file": weights_file,
@@ -97,6 +106,52 @@ def model_config_json(
     }
 
 
+def quantize_rows(w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(int8 values, float32 scales of shape (rows, 1)) of the matrix ``w``: each row scaled so
+    that its largest magnitude is 127, rounded to the nearest (an all-zero row has scale 1)."""
+    import torch
+
+    w = w.detach().float()
+    top = w.abs().amax(dim=1, keepdim=True)
+    scale = torch.where(top > 0, top / 127.0, torch.ones_like(top))
+    return torch.round(w / scale).clamp_(-127, 127).to(torch.int8), scale
+
+
+def stored_tensors(
+    state: dict[str, torch.Tensor], leave_out: set[str], dtype: str = "float16"
+) -> dict[str, torch.Tensor]:
+    """The tensors a weights file stores for ``state`` (less ``leave_out``), in ``dtype``
+    (``float16``, or ``int8``: see the module's docstring)."""
+    if dtype not in WEIGHT_DTYPES:
+        raise ValueError(f"weights dtype {dtype!r}: choose from {', '.join(WEIGHT_DTYPES)}")
+    tensors: dict[str, torch.Tensor] = {}
+    for key, value in state.items():
+        if key in leave_out:
+            continue
+        v = value.detach().cpu()
+        if dtype == "int8" and v.is_floating_point() and v.dim() == 2 and v.numel() >= INT8_MIN_SIZE:
+            tensors[key], tensors[key + SCALE_SUFFIX] = quantize_rows(v)
+        else:
+            tensors[key] = v.half() if v.is_floating_point() else v
+    return {k: v.contiguous() for k, v in tensors.items()}
+
+
+def dequantized(tensors: dict[str, torch.Tensor], path: Path) -> dict[str, torch.Tensor]:
+    """``tensors`` as read from ``path`` with each int8 tensor multiplied back by its scales
+    (``<key>@scale``) into float32; ``CorruptCheckpoint`` when a scale has no tensor or does
+    not fit it."""
+    import torch
+
+    out = {k: v for k, v in tensors.items() if not k.endswith(SCALE_SUFFIX)}
+    for key in (k for k in tensors if k.endswith(SCALE_SUFFIX)):
+        name, scale = key[: -len(SCALE_SUFFIX)], tensors[key]
+        q = out.get(name)
+        if q is None or q.dtype != torch.int8 or q.dim() != 2 or tuple(scale.shape) != (q.shape[0], 1):
+            raise CorruptCheckpoint(f"{path}: {key} does not fit an int8 matrix {name}")
+        out[name] = q.float() * scale.float()
+    return out
+
+
 def save_model_files(
     model: CoupletModel,
     vocab: Vocab,
@@ -105,23 +160,21 @@ def save_model_files(
     vocab_file: str,
     training: dict[str, Any],
     shared: dict[str, str] | None = None,
+    dtype: str = "float16",
 ) -> None:
-    """Write ``model``'s weights in fp16 to ``weights`` and its configuration to ``config``
-    (``vocab_file``: the sentencepiece file's name beside them, which the caller writes;
-    ``shared``: {key: the weights file beside it that holds that tensor}, left out here)."""
+    """Write ``model``'s weights in ``dtype`` (float16 or int8) to ``weights`` and its
+    configuration to ``config`` (``vocab_file``: the sentencepiece file's name beside them,
+    which the caller writes; ``shared``: {key: the weights file beside it that holds that
+    tensor}, left out here)."""
     from safetensors.torch import save_file
 
     state = model.state_dict()
     aliases = tied_aliases(state)
-    tensors = {
-        k: (v.half() if v.is_floating_point() else v).detach().cpu().contiguous()
-        for k, v in state.items()
-        if k not in aliases and k not in (shared or {})
-    }
+    tensors = stored_tensors(state, set(aliases) | set(shared or {}), dtype)
     save_file(tensors, weights, metadata={"format": "pt", DIGEST_KEY: _digest(tensors)})
     os.chmod(weights, 0o644)  # safetensors makes it 0600: a server running as another user must read it
     text = json.dumps(
-        model_config_json(model, vocab, vocab_file, weights.name, training, shared),
+        model_config_json(model, vocab, vocab_file, weights.name, training, shared, dtype),
         ensure_ascii=False,
         indent=1,
     )
@@ -213,11 +266,11 @@ def load_model_files(
     config = read_config(config_path)
     check_vocab(config, vocab, config_path)
     model = build_model(ModelConfig.from_dict(config))
-    tensors = dict(read_weights(weights))
+    tensors = dequantized(read_weights(weights), weights)
     shared = dict(shared or {})
     for name in shared_files(config, config_path):
         if name not in shared:
-            shared[name] = read_weights(weights.parent / name)
+            shared[name] = dequantized(read_weights(weights.parent / name), weights.parent / name)
     for key, name in (config.get("shared_weights") or {}).items():
         if key not in shared[name]:
             raise ValueError(f"{config_path}: shares {key!r} with {name}, which has no such tensor")
@@ -265,14 +318,20 @@ def file_names(stem: str) -> tuple[str, str]:
 
 
 def read_arrays(path: Path, names: list[str]) -> dict[str, np.ndarray]:
-    """Tensors ``names`` of a safetensors file as float32 numpy arrays, without PyTorch (what a
-    decoder on ONNX Runtime needs besides its graphs: the output layer's weight). The file's
-    sum is the bundle's manifest's to check (``verify_bundle``), as when it is loaded whole."""
+    """Tensors ``names`` of a safetensors file as float32 numpy arrays (an int8 one multiplied
+    back by its scales), without PyTorch (what a decoder on ONNX Runtime needs besides its
+    graphs: the output layer's weight). The file's sum is the bundle's manifest's to check
+    (``verify_bundle``), as when it is loaded whole."""
     from safetensors import safe_open
 
     try:
         with safe_open(str(path), framework="numpy") as f:
-            return {name: f.get_tensor(name).astype(np.float32) for name in names}
+            keys = set(f.keys())
+            arrays = {name: f.get_tensor(name).astype(np.float32) for name in names}
+            for name in names:
+                if name + SCALE_SUFFIX in keys:
+                    arrays[name] *= f.get_tensor(name + SCALE_SUFFIX).astype(np.float32)
+            return arrays
     except (SafetensorError, OSError, ValueError, KeyError) as e:
         text = " ".join(str(e).split())[:200]
         raise CorruptCheckpoint(f"{path}: not readable ({type(e).__name__}: {text})") from e

@@ -24,7 +24,7 @@ from data.vocab import Vocab
 from model.decoding.blocked import BlockedWords
 from model.net.tagger import CoupletTagger
 from model.net.transformer import CoupletTransformer, ModelConfig
-from model.release.bundle import export_bundle
+from model.release.export import export_bundle
 from serve.main import create_app, uvicorn_options
 from serve.settings import Settings
 from tests.model.decoding.fixtures import reverse_of

@@ -325,7 +325,7 @@ def start_serve(bundle: Path, tmp_path: Path) -> subprocess.CompletedProcess[str
 def test_serve_refuses_a_bundle_whose_proposer_will_not_load(
     tmp_path: Path, bundle_a: Path, proposer: str
 ) -> None:
-    from model.release.bundle import (
+    from model.release.layout import (
         CONFIG_FILE,
         PROPOSER_CONFIG,
         PROPOSER_WEIGHTS,
@@ -351,7 +351,7 @@ def test_serve_refuses_a_bundle_whose_proposer_will_not_load(
 
 
 def test_serve_refuses_a_bundle_whose_known_lines_will_not_load(tmp_path: Path, bundle_a: Path) -> None:
-    from model.release.bundle import KNOWN_FILE, write_manifest
+    from model.release.layout import KNOWN_FILE, write_manifest
 
     bundle = tmp_path / "bundle"
     shutil.copytree(bundle_a, bundle)
@@ -372,7 +372,7 @@ def test_serve_refuses_a_bundle_that_differs_from_its_sums(
     the start-up stops with one line naming the file, exit status 2, no traceback."""
     import random
 
-    from model.release.bundle import MANIFEST_FILE
+    from model.release.layout import MANIFEST_FILE
 
     bundle = build_bundle(tmp_path / "bundle", vocab, seed=1, version="test-sums", proposer_word="秋月生辉")
     assert damaged in (bundle / MANIFEST_FILE).read_text()

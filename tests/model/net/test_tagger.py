@@ -25,9 +25,11 @@ from model.net.batch import collate
 from model.net.checkpoint import build_model, load_model
 from model.net.tagger import CoupletTagger
 from model.net.transformer import BOS_ID, EOS_ID, PAD_ID, CoupletTransformer, ModelConfig
-from model.release.bundle import PROPOSER_WEIGHTS, export_bundle, load_bundle, model_meta
+from model.release.bundle import load_bundle, model_meta
 from model.release.card import render
 from model.release.card_sections import training_summary
+from model.release.export import export_bundle
+from model.release.layout import PROPOSER_WEIGHTS
 from model.train import main
 from model.training.greedy import greedy
 from tests.model.decoding.fixtures import decode_vocab

@@ -183,7 +183,7 @@ def test_a_reverse_sheet_gives_lower_lines_and_asks_about_upper_lines(
     """--reverse (下联求上联): the lines given are lower lines, the candidates upper lines; the sheet,
     its rubric and the verdict say so; a bundle decodes with its reverse model."""
     from data.vocab import Vocab
-    from model.release.bundle import export_bundle
+    from model.release.export import export_bundle
     from tests.model.decoding.fixtures import reverse_of
     from tests.model.release.test_checkpoint_bundle import make_model
 

@@ -35,7 +35,7 @@ def test_card_from_a_bundle(tmp_path):
     from model.decoding.options import DecodeOptions
     from model.net.tagger import CoupletTagger
     from model.net.transformer import CoupletTransformer, ModelConfig
-    from model.release.bundle import export_bundle
+    from model.release.export import export_bundle
 
     vocab = Vocab.train(["春风得意马蹄疾", "秋雨无声雁影孤"] * 3, tmp_path / "spm")
     model = CoupletTransformer(ModelConfig(vocab_size=len(vocab), d_model=32, n_heads=2, d_ff=64))
@@ -88,9 +88,12 @@ def test_card_without_bundle_is_an_error(tmp_path, capsys):
 
 
 def test_card_refuses_what_is_not_there_or_not_readable(tmp_path, capsys):
-    (tmp_path / "model.pt").write_text("not a checkpoint\n")
+    (tmp_path / "model.pt").write_text("a checkpoint of an earlier bundle format\n")
     assert main([str(tmp_path)]) == 2
-    assert "not a checkpoint" in capsys.readouterr().err
+    assert "earlier format (model.pt)" in capsys.readouterr().err
+    (tmp_path / "model.safetensors").write_text("not safetensors\n")
+    assert main([str(tmp_path)]) == 2
+    assert "config.json: missing" in capsys.readouterr().err
     assert main([str(tmp_path), "--extra", str(tmp_path / "missing.md")]) == 2
     assert "--extra" in capsys.readouterr().err
     (tmp_path / "bench.json").write_text("{not json")
@@ -105,7 +108,8 @@ def test_a_bundle_keeps_the_counts_of_its_own_data(tmp_path, monkeypatch):
     keeps counts, not the report's example pairs."""
     from data.vocab import Vocab
     from model.net.transformer import CoupletTransformer, ModelConfig
-    from model.release.bundle import DATA_REPORT, export_bundle
+    from model.release.export import export_bundle
+    from model.release.layout import DATA_REPORT
 
     vocab = Vocab.train(["春风得意马蹄疾", "秋雨无声雁影孤"] * 3, tmp_path / "spm")
     model = CoupletTransformer(ModelConfig(vocab_size=len(vocab), d_model=32, n_heads=2, d_ff=64))
@@ -132,7 +136,7 @@ def small_bundle(tmp_path, ev, proposer=True):
     from data.vocab import Vocab
     from model.net.tagger import CoupletTagger
     from model.net.transformer import CoupletTransformer, ModelConfig
-    from model.release.bundle import export_bundle
+    from model.release.export import export_bundle
 
     lines = ["春风得意马蹄疾", "秋雨无声雁影孤", "明月松间照", "清泉石上流"] * 3
     vocab = Vocab.train(lines, tmp_path / "spm")

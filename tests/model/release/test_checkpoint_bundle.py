@@ -2,7 +2,6 @@ from __future__ import annotations
 
 import json
 import logging
-import lzma
 import os
 import random
 import re
@@ -33,40 +32,32 @@ from model.net.checkpoint import (
     verified,
 )
 from model.net.transformer import CoupletTransformer, ModelConfig
-from model.release.bundle import (
+from model.release.bundle import check_models, load_bundle, model_meta
+from model.release.bundle_cli import main as bundle_main
+from model.release.export import export_bundle
+from model.release.fingerprint import FingerprintIndex, KnownLowers, fingerprint
+from model.release.layout import (
     CONFIG_FILE,
     DOC_FILES,
     FINGERPRINTS_FILE,
     KNOWN_FILE,
-    LEGACY_FILES,
     MANIFEST_FILE,
     MODEL_CARD,
-    MODEL_FILE,
-    OLD_KNOWN_FILE,
     PAIRING_FILE,
     PAYLOAD_FILES,
     PROPOSER_CONFIG,
-    PROPOSER_FILE,
     PROPOSER_WEIGHTS,
     REVERSE_CONFIG,
     REVERSE_WEIGHTS,
     VOCAB_FILE,
     WEIGHTS_FILE,
     BundleError,
-    check_models,
-    convert_bundle,
-    convert_known,
-    export_bundle,
     file_sha256,
     install_bundle,
-    is_legacy,
-    load_bundle,
-    model_meta,
     read_manifest,
     verify_bundle,
     write_manifest,
 )
-from model.release.fingerprint import FingerprintIndex, KnownLowers, fingerprint
 from tests.model.decoding.fixtures import reverse_of
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -127,7 +118,7 @@ def test_bundle_round_trip(tmp_path, vocab: Vocab, pairs) -> None:
     assert np.array_equal(b.sensitive_hashes, sens)
     assert b.meta["sensitive_max_len"] == 2
     assert b.meta["step"] == 3
-    assert not (out / MODEL_FILE).exists()
+    assert not (out / "model.pt").exists()
     raw = load_file(out / WEIGHTS_FILE)  # the weights in fp16, the tied table stored once
     assert all(v.dtype == torch.float16 for v in raw.values() if v.is_floating_point())
     assert "embed.weight" in raw and "tgt_embed.weight" not in raw and "head.weight" not in raw
@@ -160,13 +151,13 @@ def test_bundle_carries_the_known_lower_lines(tmp_path, vocab: Vocab, pairs) -> 
     assert load_bundle(plain).known_lowers(u0) == [] and not (plain / KNOWN_FILE).exists()
     lazy = load_bundle(out, lazy=True)  # the command line's: read on the first lookup
     assert lazy.known_lowers(u0) == [l0, "另一下联"] and lazy.known_lowers("无此上联") == []
-    (out / KNOWN_FILE).write_bytes(b"not lzma")
+    (out / KNOWN_FILE).write_bytes(b"not a block file")
     write_manifest(out)  # a bundle made with a bad file, not one damaged afterwards
-    with pytest.raises(ValueError, match="not an lzma file"):
+    with pytest.raises(ValueError, match="not a file of known lower lines"):
         load_bundle(out)
     lazy = load_bundle(out, lazy=True)
     assert lazy.known_lowers("无此上联") == []  # no training line: the file is not read
-    with pytest.raises(ValueError, match="not an lzma file"):
+    with pytest.raises(ValueError, match="not a file of known lower lines"):
         lazy.known_lowers(u0)
     (out / KNOWN_FILE).write_bytes(KnownLowers.encode(FingerprintIndex.from_lines(["x"]), []))
     write_manifest(out)
@@ -174,28 +165,24 @@ def test_bundle_carries_the_known_lower_lines(tmp_path, vocab: Vocab, pairs) -> 
         load_bundle(out)
 
 
-def test_an_older_bundles_known_lines_load_and_convert_to_blocks(tmp_path, vocab: Vocab, pairs) -> None:
-    """A bundle made before blocks holds known_lowers.txt.xz, one lzma stream: it loads and
-    answers as before, and ``--convert-known`` rewrites it as blocks, the sums with it."""
-    train = [*pairs, (pairs[0][0], "另一下联")]
-    out = export_bundle(tmp_path / "bundle", make_model(vocab), vocab, train_pairs=train)
-    uppers = [u for u, _ in train]
-    want = [load_bundle(out).known_lowers(u) for u in uppers]
-    index = FingerprintIndex.load(out / FINGERPRINTS_FILE)
-    records = [KnownLowers.load(index, out / KNOWN_FILE).record(i) for i in range(len(index))]
-    text = "".join("\t".join(lowers) + "\n" for lowers in records)
-    (out / KNOWN_FILE).unlink()
-    (out / OLD_KNOWN_FILE).write_bytes(lzma.compress(text.encode("utf-8")))
+def test_an_earlier_formats_bundle_is_refused_saying_how_to_convert(tmp_path, vocab: Vocab, pairs) -> None:
+    """Bundles made before safetensors (model.pt) or before blocks (known_lowers.txt.xz) are not
+    read: the refusal names the file and the commit that converts them, on the command line too."""
+    out = export_bundle(tmp_path / "bundle", make_model(vocab), vocab, train_pairs=pairs)
+    (out / KNOWN_FILE).rename(out / "known_lowers.txt.xz")
     write_manifest(out)
-    assert [load_bundle(out, lazy=lazy).known_lowers(u) for lazy in (False, True) for u in uppers] == want * 2
-    from model.release.bundle import main as bundle_main
-
-    assert bundle_main(["--convert-known", str(out)]) == 0
-    assert not (out / OLD_KNOWN_FILE).exists() and set(read_manifest(out) or {}) >= {KNOWN_FILE}
-    assert OLD_KNOWN_FILE not in (read_manifest(out) or {})
-    assert [load_bundle(out).known_lowers(u) for u in uppers] == want and want[0][-1] == "另一下联"
-    with pytest.raises(BundleError, match=r"no known_lowers\.txt\.xz to convert"):
-        convert_known(out)
+    with pytest.raises(BundleError, match=r"earlier format \(known_lowers\.txt\.xz\).*7d8a4da.*--convert"):
+        load_bundle(out)
+    old = tmp_path / "old"
+    old.mkdir()
+    (old / "model.pt").write_bytes(b"a checkpoint")
+    with pytest.raises(FileNotFoundError, match=r"earlier format \(model\.pt\)"):
+        load_bundle(old)
+    r = subprocess.run(
+        [sys.executable, "-m", "model.bundle", "--check", str(old)],
+        capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)}, cwd=ROOT, timeout=120,
+    )  # fmt: skip
+    assert r.returncode == 2 and "model.pt" in r.stderr and "Traceback" not in r.stderr
 
 
 def test_bundle_carries_the_pairing_table_of_its_training_pairs(tmp_path, vocab: Vocab, pairs) -> None:
@@ -225,7 +212,6 @@ def test_load_bundle_missing(tmp_path) -> None:
 
 
 def test_half_checkpoint_stores_tied_weights_once(vocab: Vocab) -> None:
-    from model.net.checkpoint import make_checkpoint
 
     model = CoupletTransformer(ModelConfig(vocab_size=len(vocab), d_model=32, n_heads=2, d_ff=64))
     state = make_checkpoint(model, vocab, half=True)["state_dict"]
@@ -303,10 +289,7 @@ def test_bundle_manifest_lists_the_payload_and_refuses_a_damaged_file(tmp_path, 
         tmp_path / "bundle", vocab, pairs, banners=phrases, data_report={"pairs": 3}, blocked=blocked
     )
     written = {p.name for p in out.iterdir()}
-    payload = set(PAYLOAD_FILES) - {
-        *LEGACY_FILES,
-        OLD_KNOWN_FILE,
-    }  # new bundles: no .pt, known lines in blocks
+    payload = set(PAYLOAD_FILES)
     assert written == {*payload, *DOC_FILES, MANIFEST_FILE}  # a new file is payload or a document
     assert read_manifest(out) == {name: file_sha256(out / name) for name in payload}
     assert verify_bundle(out)
@@ -396,7 +379,7 @@ def test_the_manifest_command_writes_and_checks(tmp_path, vocab: Vocab, pairs) -
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
 
     def command(*args: str) -> subprocess.CompletedProcess[str]:
-        argv = [sys.executable, "-m", "model.release.bundle", *args]
+        argv = [sys.executable, "-m", "model.bundle", *args]
         return subprocess.run(argv, capture_output=True, text=True, env=env, cwd=ROOT, timeout=120)
 
     assert command("--check", str(out)).returncode == 1
@@ -421,78 +404,6 @@ def test_install_refuses_a_bundle_that_differs_from_its_manifest(tmp_path, vocab
         install_bundle(out, tmp_path / "default")
     assert load_bundle(installed).meta["step"] == 1  # the installed one untouched
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bundle", "default"]
-
-
-def legacy_bundle(out: Path, vocab: Vocab, pairs: list[tuple[str, str]]) -> Path:
-    """A bundle as export_bundle wrote them before safetensors: model.pt and proposer.pt
-    (fp16 checkpoints with the vocabulary inside), no config.json, no spm.model."""
-    out = export_small(out, vocab, pairs, step=5, best_valid=2.5, preset="tiny", sensitive_max_len=3)
-    b = load_bundle(out, torch.float16)
-    assert b.proposer is not None
-    meta = {"preset": "tiny", "sensitive_max_len": 3}
-    save_checkpoint(make_checkpoint(b.model, vocab, 5, 2.5, half=True, **meta), out / MODEL_FILE)
-    save_checkpoint(make_checkpoint(b.proposer, vocab, 0, None, half=True), out / PROPOSER_FILE)
-    for name in (WEIGHTS_FILE, CONFIG_FILE, VOCAB_FILE, PROPOSER_WEIGHTS, PROPOSER_CONFIG):
-        (out / name).unlink()
-    write_manifest(out)
-    return out
-
-
-def fp16_states(b: Any) -> list[dict[str, torch.Tensor]]:
-    return [m.half().state_dict() for m in (b.model, b.proposer)]
-
-
-def test_a_bundle_of_pt_files_still_loads_and_converts_bit_for_bit(tmp_path, vocab: Vocab, pairs) -> None:
-    out = legacy_bundle(tmp_path / "bundle", vocab, pairs)
-    assert is_legacy(out) and set(read_manifest(out) or {}) >= {MODEL_FILE, PROPOSER_FILE}
-    old = load_bundle(out)
-    assert old.meta["step"] == 5 and old.meta["preset"] == "tiny" and old.proposer is not None
-    before = fp16_states(old)
-    stray = out / "stray.txt"
-    stray.write_text("kept")
-    written = convert_bundle(out)
-    assert written == [VOCAB_FILE, WEIGHTS_FILE, CONFIG_FILE, PROPOSER_WEIGHTS, PROPOSER_CONFIG]
-    names = {p.name for p in out.iterdir()}
-    assert not names & set(LEGACY_FILES) and set(written) <= names and stray.read_text() == "kept"
-    assert set(read_manifest(out) or {}) == (set(PAYLOAD_FILES) - set(LEGACY_FILES)) & names
-    new = load_bundle(out)
-    assert not is_legacy(out) and verify_bundle(out)
-    assert {k: new.meta[k] for k in ("step", "best_valid", "preset", "sensitive_max_len")} == {
-        "step": 5, "best_valid": 2.5, "preset": "tiny", "sensitive_max_len": 3
-    }  # fmt: skip
-    assert new.vocab.to_bytes() == old.vocab.to_bytes()
-    assert new.meta["model_config"] == old.meta["model_config"]
-    for a, b in zip(before, fp16_states(new), strict=True):
-        assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["bundle"]  # no temporary folder left
-    with pytest.raises(BundleError, match="already in the safetensors layout"):
-        convert_bundle(out)
-
-
-def test_convert_refuses_a_damaged_bundle_and_changes_nothing(tmp_path, vocab: Vocab, pairs) -> None:
-    out = legacy_bundle(tmp_path / "bundle", vocab, pairs)
-    good = (out / PROPOSER_FILE).read_bytes()
-    middle = len(good) // 2
-    (out / PROPOSER_FILE).write_bytes(good[:middle] + random.Random(3).randbytes(64) + good[middle + 64 :])
-    before = {p.name: p.read_bytes() for p in out.iterdir()}
-    with pytest.raises(BundleError, match=r"proposer\.pt: damaged or replaced"):
-        convert_bundle(out)
-    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["bundle"]
-
-
-def test_the_convert_command(tmp_path, vocab: Vocab, pairs) -> None:
-    out = legacy_bundle(tmp_path / "bundle", vocab, pairs)
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    argv = [sys.executable, "-m", "model.release.bundle", "--convert", str(out)]
-    r = subprocess.run(argv, capture_output=True, text=True, env=env, cwd=ROOT, timeout=120)
-    assert r.returncode == 0 and "converted" in r.stdout and WEIGHTS_FILE in r.stdout, r.stderr
-    assert not is_legacy(out) and verify_bundle(out)
-    again = subprocess.run(argv, capture_output=True, text=True, env=env, cwd=ROOT, timeout=120)
-    assert again.returncode == 1 and "already in the safetensors layout" in again.stderr
-    assert again.stderr.count("\n") == 1 and "Traceback" not in again.stderr
-    empty = subprocess.run([*argv[:-1], str(tmp_path / "none")], capture_output=True, text=True, env=env)
-    assert empty.returncode == 2 and "no model bundle" in empty.stderr and "Traceback" not in empty.stderr
 
 
 def test_the_weights_refuse_damage_without_a_manifest(tmp_path, vocab: Vocab, pairs) -> None:
@@ -544,8 +455,6 @@ def test_a_reverse_model_is_added_to_a_bundle_in_place(
     """``--add-reverse``: a reverse run's checkpoint joins a bundle made without one (as the
     shipped bundle got its reverse model); a checkpoint that cannot share is refused, the bundle
     left as it was."""
-    from model.release.bundle import main as bundle_main
-
     model = make_model(vocab)
     out = export_bundle(tmp_path / "b", model, vocab, train_pairs=pairs)
     reverse = reverse_of(model)
@@ -575,7 +484,6 @@ def test_a_bundles_models_export_as_training_checkpoints(
     """``--export-checkpoint``: each of a bundle's models (the shipped one, to train further)
     comes back as a checkpoint that loads with the bundle's weights and vocabulary and starts a
     run with ``--init-from`` (every tensor copied); a role the bundle lacks is refused."""
-    from model.release.bundle import main as bundle_main
     from model.training.run import warm_start
 
     out = export_small(tmp_path / "b", vocab, pairs, step=41, best_valid=3.25)

@@ -93,7 +93,7 @@ def test_make_eval_shows_a_progress_bar_of_the_lines_decoded(
 ) -> None:
     """`make eval` on a bundle (safetensors) draws tqdm's bar of the lines decoded on stderr when
     asked (by default only on a terminal, so not here), and none with --no-progress."""
-    from model.release.bundle import export_bundle
+    from model.release.export import export_bundle
 
     torch.manual_seed(0)
     cfg = ModelConfig(vocab_size=len(vocab), d_model=32, n_heads=4, n_enc_layers=1, n_dec_layers=1, d_ff=64)

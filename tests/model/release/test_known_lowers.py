@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import lzma
 import random
 import struct
 from concurrent.futures import ThreadPoolExecutor
@@ -35,13 +34,6 @@ def expected(pairs: list[tuple[str, str]]) -> dict[str, list[str]]:
         if lower not in lowers and "\t" not in lower:
             lowers.append(lower)
     return want
-
-
-def one_stream(index: FingerprintIndex, want: dict[str, list[str]]) -> bytes:
-    """``known_lowers.txt.xz`` as bundles made before blocks hold it: UTF-8 lines, one lzma stream."""
-    by_position = {index.position(upper): lowers for upper, lowers in want.items()}
-    text = "".join("\t".join(by_position.get(i, ())) + "\n" for i in range(len(index)))
-    return lzma.compress(text.encode("utf-8"))
 
 
 def block_offsets(data: bytes) -> np.ndarray:
@@ -89,26 +81,12 @@ def test_a_lookup_reads_only_the_block_that_holds_its_line(known) -> None:
         KnownLowers.load(index, path)
 
 
-def test_the_older_one_stream_file_still_loads(tmp_path: Path) -> None:
-    pairs = training_pairs()
-    index, want = FingerprintIndex.from_lines(u for u, _ in pairs), expected(pairs)
-    path = tmp_path / "known_lowers.txt.xz"
-    path.write_bytes(one_stream(index, want))
-    for lazy in (False, True):
-        lowers = KnownLowers.load(index, path, lazy=lazy)
-        assert all(lowers.lowers(upper) == answer for upper, answer in want.items())
-        assert all(lowers.record(i) == KnownLowers.load(index, path).record(i) for i in range(len(index)))
-    path.write_bytes(b"\xfd7zXZ truncated")
-    with pytest.raises(KnownLinesError, match=r"known_lowers\.txt\.xz: not an lzma file"):
-        KnownLowers.load(index, path)
-
-
 def test_damaged_files_are_named(known) -> None:
     index, want, path = known
     good = path.read_bytes()
     upper = next(iter(want))
     damaged = {
-        b"not lzma": "not an lzma file nor a block file",
+        b"not lzma": "not a file of known lower lines",
         good[:-10]: "damaged or truncated",  # the last block cut short
         good[:200]: "damaged or truncated",
         good[:32] + bytes(8) + good[40:]: "damaged or truncated",  # the first block's offset

@@ -9,7 +9,8 @@ import pytest
 from data.paths import default_model_dir
 from model.decoding.decoder import Decoder
 from model.decoding.options import DecodeOptions
-from model.release.bundle import load_bundle, verify_bundle
+from model.release.bundle import load_bundle
+from model.release.layout import verify_bundle
 
 UPPERS = [
     "春风得意马蹄疾",
@@ -57,5 +58,5 @@ def test_locks_and_unknown_characters(decoder: Decoder):
 
 
 def test_the_shipped_bundle_matches_its_manifest():
-    # after replacing its files: python -m model.release.bundle --write-manifest models/default
+    # after replacing its files: python -m model.bundle --write-manifest models/default
     assert verify_bundle(default_model_dir())
