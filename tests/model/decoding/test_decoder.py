@@ -17,7 +17,8 @@ from data.vocab import BOS_ID, EOS_ID, PAD_ID, UNK_ID, Vocab
 from model.decoding.decoder import Decoder
 from model.decoding.options import MAX_CANDIDATES, DecodeOptions
 from model.decoding.plan import ConstraintError
-from model.decoding.search import BeamSearch, _diverse_topk, allocate, run_search
+from model.decoding.search import BeamSearch, allocate, run_search
+from model.decoding.strategies import _diverse_topk
 from model.decoding.torch_engine import wrap
 from model.net.transformer import CoupletTransformer
 from tests.model.decoding.fixtures import decode_vocab, tiny_model
@@ -284,13 +285,13 @@ def test_allocate_keeps_the_best_of_every_bank():
 def test_bank_allocation_finds_better_lines_with_required_characters(decoder, pairs, monkeypatch):
     """Plain top-k postpones a costly required character to the end; keeping beams of every
     count finds higher-scoring lines for most upper lines (19 of 25 measured, 4 worse)."""
-    import model.decoding.search
+    import model.decoding.strategies
     from model.decoding.arrays import topk
 
     uppers = [u for u, _ in pairs[:16] if not set(u) & set("山月")][:6]
     options = DecodeOptions(n_best=5, required_chars="山月")
     banked = [decoder.generate(u, options).candidates[0].score for u in uppers]
-    monkeypatch.setattr(model.decoding.search, "allocate", lambda total, bank, k, n: topk(total, k))
+    monkeypatch.setattr(model.decoding.strategies, "allocate", lambda total, bank, k, n: topk(total, k))
     plain = [decoder.generate(u, options).candidates[0].score for u in uppers]
     better = sum(b > p + 1e-6 for b, p in zip(banked, plain, strict=True))
     worse = sum(p > b + 1e-6 for b, p in zip(banked, plain, strict=True))
