@@ -50,7 +50,8 @@ TORCH_MODULES = {
 TORCH_FREE = {
     "model.release.weights": "reads configurations and arrays; builds a model only when asked to",
     "model.release.bundle": "reads a bundle's other files; its models on first use",
-    "model.decoding.decoder": "runs ONNX engines; wraps or copies a PyTorch model when given one",
+    "model.decoding.decoder": "runs ONNX engines; names PyTorch's model classes only for type checking",
+    "model.decoding.engines": "runs ONNX engines; wraps or copies a PyTorch model when given one",
     "model.decoding.onnx_engine": "runs cached graphs; exports (onnx_export) only on a miss",
 }
 

@@ -65,7 +65,7 @@ class Plan:
     required: tuple[int, ...]  # ids still to place somewhere (嵌字)
     free: tuple[bool, ...]  # (L,) a position a required character may take
     # (L+1,) the word boundaries the sensitive-word filter reads (data/segment.py); None: those
-    # of ``upper`` itself (decoding.decoder.ModelView gives the whole line's, for a shortened one)
+    # of ``upper`` itself (decoding.model_view.ModelView gives the whole line's, for a shortened one)
     word_bounds: tuple[bool, ...] | None = None
     # 马蹄韵 (``with_hoof``): (position, tone) of each clause end of the line written that must
     # have that tone, at its repeat group's first position; () where the rule is not enforced
@@ -77,6 +77,13 @@ class Plan:
 
     def bounds(self) -> tuple[bool, ...]:
         return self.word_bounds if self.word_bounds is not None else boundaries(self.upper)
+
+    def written(self, ids: Sequence[int], pieces: Sequence[str]) -> str:
+        """The line of tokens ``ids`` (L,) written for this plan; a mirrored punctuation mark
+        is copied from the given line (it may be unknown to the vocabulary)."""
+        return "".join(
+            u if t >= 0 else pieces[i] for u, t, i in zip(self.upper, self.punct, ids, strict=True)
+        )
 
 
 def _groups(upper: str, rules: bool) -> list[int]:
@@ -255,7 +262,7 @@ def hoof_wants(
     end of the line written must have, by position of ``line``: the mirrored pattern, but for the
     last clause's end, which the tone-end rule holds. Empty for one clause or a line that breaks
     it (then the report says so, and the search does not insist). ``kept``: the positions of
-    ``line`` the plan's line holds (``decoder.ModelView``), whose indices the answer is by then."""
+    ``line`` the plan's line holds (``model_view.ModelView``), whose indices the answer is by then."""
     if len(clause_ends(line)) < 2:  # (most lines: no tones to read)
         return {}
     ends = hoof_ends(line_tones(line, mode), line, lower=reverse)

@@ -1,5 +1,6 @@
 """Per-vocabulary tables the rules read, built once per decoder: every piece's tone in each
-mode, the special and punctuation pieces, the tone-end masks."""
+mode, the special and punctuation pieces, the tone-end masks; and the pairing table in the
+vocabulary's token ids (``PairingRows``)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from data.pairing import PairingTable
 from data.text import is_any_punct
 from data.tones import Tone, char_tone
 from data.vocab import BOS_ID, EOS_ID, PAD_ID, UNK_ID, Vocab
@@ -112,3 +114,24 @@ def _classical_fixed(ch: str) -> Tone:
     if char_tone(ch, "classical") == Tone.OBLIQUE and char_tone(ch, "modern") != Tone.OBLIQUE:
         return Tone.OBLIQUE  # in the 入声 table: oblique whatever the context
     return char_tone(ch, "lenient")  # (a table character read oblique anyway lands here: safe)
+
+
+class PairingRows:
+    """A pairing table in one vocabulary's token ids (CSR rows by the upper token)."""
+
+    def __init__(self, table: PairingTable, pieces: list[str]) -> None:
+        self.indptr, self.cols, self.vals = table.for_vocab(pieces)
+
+    def add_to(self, table: np.ndarray, src: np.ndarray, weight: float) -> None:
+        """table (N, L+1, V) += ``weight`` times each position's row for src (N, L), in place.
+        A position whose character is banned there stays banned (-inf plus a score)."""
+        n, length = src.shape
+        starts = self.indptr[src].reshape(-1)  # (N*L,)
+        counts = self.indptr[src + 1].reshape(-1) - starts
+        if not int(counts.sum()):
+            return
+        rows = np.repeat(np.arange(n * length), counts)
+        first = np.repeat(starts - (np.cumsum(counts) - counts), counts)
+        entries = first + np.arange(len(rows))  # each row's own slice of cols / vals
+        # (each (row, column) once: a row of the pairing table names a column once)
+        table[rows // length, rows % length, self.cols[entries]] += np.float32(weight) * self.vals[entries]

@@ -1,5 +1,5 @@
 """What a model may offer the search beyond its steps, declared in its ``capabilities``
-(model/decoding/search.py's ``StepModel`` protocol): the search reads the declaration and
+(model/decoding/step_model.py's ``StepModel`` protocol): the search reads the declaration and
 never probes a model for methods."""
 
 from __future__ import annotations
