@@ -34,7 +34,7 @@ def load(args: argparse.Namespace) -> LoadedModel:
     folder: Path = args.model or default_model_dir()
     if not has_model(folder):
         raise Problem(
-            f"{folder} 不是可读的模型目录（缺少 {WEIGHTS_FILE}，或为旧格式）",
+            f"{folder} 不是模型目录（缺少 {WEIGHTS_FILE}，或为旧格式）",
             f"{missing_model(folder)}; the shipped one is models/default",
         )
     cache = args.graph_cache or graph_cache_dir()
