@@ -298,7 +298,7 @@ def test_fast_mode_without_a_proposer_is_the_normal_search(client: TestClient) -
     [
         (["--port", "99999"], "1 to 65535"),
         (["--log-level", "loud"], "invalid choice"),
-        (["--model", "JUNK"], "not a checkpoint"),  # a folder whose model.pt is not a checkpoint
+        (["--model", "JUNK"], "earlier format (model.pt)"),  # a folder of an old bundle format
         (["--database-url", "postgresql://u:p@127.0.0.1:1/x"], "cannot open the feedback store"),
     ],
 )
