@@ -1,5 +1,6 @@
 """``python -m model.bundle``: write or check a bundle's SHA256SUMS, add a reverse model
-to it, rewrite its weights in int8, or give its model back as a training checkpoint."""
+to it, rewrite its weights in int8, give its model back as a training checkpoint, or slim a
+training checkpoint to commit it."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+from model.net.checkpoint import slim_checkpoint
 from model.release.export import add_reverse, export_checkpoint, quantize_bundle
 from model.release.layout import (
     MANIFEST_FILE,
@@ -56,6 +58,13 @@ def _parser() -> argparse.ArgumentParser:
         help="write DIR's model of --role as a training checkpoint to --out, to train it further "
         "(python -m model.train --init-from OUT) or learn from it (--teacher OUT)",
     )
+    action.add_argument(
+        "--slim",
+        type=Path,
+        metavar="CKPT",
+        help="write the training checkpoint CKPT's weights in fp16, without the optimizer's state, "
+        "to --out: small enough to commit; training goes on from it with --init-from OUT",
+    )
     p.add_argument(
         "--checkpoint", type=Path, help="with --add-reverse: the reverse run's checkpoint (best.pt)"
     )
@@ -63,7 +72,7 @@ def _parser() -> argparse.ArgumentParser:
         "--dtype", choices=WEIGHT_DTYPES, default="int8", help="with --quantize: the weights' dtype"
     )
     p.add_argument("--role", choices=ROLES, default="model", help="with --export-checkpoint: which model")
-    p.add_argument("--out", type=Path, help="with --export-checkpoint: the checkpoint file to write")
+    p.add_argument("--out", type=Path, help="with --export-checkpoint or --slim: the file to write")
     return p
 
 
@@ -76,8 +85,26 @@ def _run(step: Callable[[], str]) -> int:
     return 0
 
 
+def _slim(src: Path, out: Path | None) -> int:
+    if out is None:
+        print("error: --slim needs --out (the checkpoint file to write)", file=sys.stderr)
+        return 2
+    if out.resolve() == src.resolve():
+        print(f"error: --out {out} is the checkpoint itself; write the slim copy elsewhere", file=sys.stderr)
+        return 2
+
+    def slimmed() -> str:
+        written = slim_checkpoint(src, out)
+        before, after = src.stat().st_size / 1e6, written.stat().st_size / 1e6
+        return f"wrote {written} ({after:.2f} MB, was {before:.2f}): go on with --init-from {written}"
+
+    return _run(slimmed)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    if args.slim:
+        return _slim(args.slim, args.out)
     chosen = (args.write_manifest, args.check, args.add_reverse, args.quantize, args.export_checkpoint)
     root: Path = next(p for p in chosen if p is not None)
     if not has_model(root):

@@ -511,6 +511,45 @@ def test_a_bundles_models_export_as_training_checkpoints(
     assert bundle_main(["--export-checkpoint", str(bare)]) == 2
 
 
+def test_a_slim_checkpoint_keeps_weights_and_progress_without_optimizer_state(
+    tmp_path, vocab: Vocab, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--slim``: a training checkpoint's weights come back in fp16 (each within fp16's rounding),
+    with the step, trainer state and configuration, no optimizer or random state, a valid sum,
+    and a run starts from it with ``--init-from`` (every tensor copied); the file is smaller."""
+    from model.training.run import warm_start
+
+    model = make_model(vocab)
+    opt = torch.optim.AdamW(model.parameters())
+    model(torch.tensor([[5, 6, 7]]), torch.tensor([[1, 6, 7]]))[0].sum().backward()
+    opt.step()
+    full = save(
+        tmp_path / "step-00000050.pt", model, vocab, step=50, best_valid=2.5, optimizer=opt.state_dict(),
+        trainer={"step": 50, "elapsed": 61.0}, rng={"torch": torch.get_rng_state()},
+        train_config={"lr": 1e-3},
+    )  # fmt: skip
+    slim = tmp_path / "slim.pt"
+    assert bundle_main(["--slim", str(full), "--out", str(slim)]) == 0
+    assert f"--init-from {slim}" in capsys.readouterr().out
+    ckpt = load_checkpoint(slim)
+    assert verified(ckpt) and "optimizer" not in ckpt and "rng" not in ckpt
+    assert ckpt["step"] == 50 and ckpt["best_valid"] == 2.5 and ckpt["trainer"]["elapsed"] == 61.0
+    assert ckpt["train_config"] == {"lr": 1e-3} and ckpt["slimmed_from"] == full.name
+    assert all(v.dtype == torch.float16 for v in ckpt["state_dict"].values() if v.is_floating_point())
+    got = load_model(slim)[0].state_dict()
+    for k, v in model.state_dict().items():
+        assert torch.allclose(got[k], v, rtol=1e-3, atol=1e-4), k
+    assert slim.stat().st_size < full.stat().st_size / 3
+    fresh = make_model(vocab)
+    copied, new = warm_start(fresh, slim, vocab)
+    assert new == [] and copied == len(fresh.state_dict())
+    assert bundle_main(["--slim", str(full)]) == 2
+    assert bundle_main(["--slim", str(full), "--out", str(full)]) == 2
+    assert "is the checkpoint itself" in capsys.readouterr().err
+    assert bundle_main(["--slim", str(tmp_path / "none.pt"), "--out", str(tmp_path / "x.pt")]) == 1
+    assert not (tmp_path / "x.pt").exists()
+
+
 def test_a_bundles_graph_key_follows_its_files_through_the_manifest(tmp_path, vocab: Vocab, pairs) -> None:
     """``graph_key`` takes each file's digest from the manifest ``load_bundle`` has just checked
     (no second read of the weights): two bundles with other weights get other keys, the same
