@@ -22,7 +22,10 @@ from data.paths import data_dir
 from model.net.batch import Batch, collate
 from model.net.checkpoint import build_model
 from model.net.transformer import ModelConfig
-from model.training.trainer import TrainConfig, compute_context, make_optimizer, seq2seq_loss, use_bf16
+from model.training.config import TrainConfig
+from model.training.losses import seq2seq_loss
+from model.training.precision import compute_context, use_bf16
+from model.training.trainer import make_optimizer
 
 PRESETS = Path(__file__).resolve().parent.parent / "model" / "presets"
 

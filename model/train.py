@@ -13,10 +13,10 @@ import sys
 import torch
 import torch.distributed as dist
 
+from model.training.config import Dist
 from model.training.errors import TrainingDiverged, UsageError
 from model.training.omp import set_omp_wait_policy
 from model.training.run import parse_args, train
-from model.training.trainer import Dist
 
 
 def main(argv: list[str] | None = None) -> int:

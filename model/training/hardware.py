@@ -8,8 +8,8 @@ from pathlib import Path
 import torch
 
 from model.net.transformer import ModelConfig
+from model.training.config import Dist, TrainConfig
 from model.training.errors import UsageError
-from model.training.trainer import Dist, TrainConfig
 
 
 def pick_device(d: Dist, wanted: str) -> torch.device:

@@ -8,8 +8,8 @@ from pathlib import Path
 from typing import Any
 
 from model.net.transformer import ModelConfig
+from model.training.config import TrainConfig
 from model.training.errors import UsageError
-from model.training.trainer import TrainConfig
 
 PRESETS = Path(__file__).parent / "presets"
 

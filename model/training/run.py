@@ -28,13 +28,14 @@ from data.vocab import Vocab
 from model.net.checkpoint import CoupletModel, build_model, load_model, load_proposer_and_meta, save
 from model.net.tagger import CoupletTagger
 from model.net.transformer import ModelConfig
+from model.training.config import Dist, Hooks, TrainConfig
 from model.training.errors import UsageError
 from model.training.greedy import greedy
 from model.training.hardware import describe, fit_batch, pick_device, setup_cpu
 from model.training.pairs import PairData, load_data, run_data_stage
 from model.training.presets import load_preset
 from model.training.scoring import mean_nll
-from model.training.trainer import Dist, Hooks, TrainConfig, Trainer
+from model.training.trainer import Trainer
 
 
 @dataclass(frozen=True)

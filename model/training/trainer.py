@@ -12,233 +12,31 @@ the rows written after it. A NaN or infinite loss or gradient norm stops the run
 
 from __future__ import annotations
 
-import csv
-import io
 import math
 import os
 import signal
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict
 from pathlib import Path
-from typing import Any, Protocol, cast
+from typing import Any
 
 import torch
 import torch.distributed as dist
 from torch import nn
-from torch.nn.attention import SDPBackend, sdpa_kernel
 from tqdm import tqdm
 
-from data.files import atomic_file
 from model.net.batch import Batch
 from model.net.checkpoint import CorruptCheckpoint, load_checkpoint, verified
-from model.net.transformer import PAD_ID, check_field_types
 from model.training.batches import prefetch
+from model.training.config import SCHEDULE, Dist, Hooks, PairSource, TrainConfig, TrainState
 from model.training.errors import TrainingDiverged
-from model.training.losses import cross_entropy, distillation
-
-
-@dataclass
-class TrainConfig:
-    lr: float = 1e-3
-    min_lr_ratio: float = 0.05  # cosine decay ends at lr * min_lr_ratio
-    warmup_steps: int = 400
-    weight_decay: float = 0.01
-    beta2: float = 0.98
-    label_smoothing: float = 0.1
-    # with a teacher (``Trainer``'s): the share of the loss that is the KL divergence of the
-    # model's token distributions from the teacher's, the rest the reference lines' cross-entropy
-    distill_weight: float = 0.5
-    clip_norm: float = 1.0
-    batch_tokens: int = 4096  # padded source + target tokens per batch (per rank)
-    max_steps: int = 0  # 0: no step limit
-    max_minutes: float = 0.0  # wall-clock training budget across resumes; 0: none
-    max_epochs: int = 0  # 0: no epoch limit
-    eval_every: int = 500
-    save_every: int = 500
-    keep_last: int = 3
-    patience: int = 0  # evaluations without improvement before stopping; 0: never
-    seed: int = 1234
-    amp: str = "auto"  # bf16 autocast: "bf16", "off", or "auto" (on where bf16 matmuls are fast)
-    threads: int = 0  # torch threads on CPU; 0: leave as is
-    log_every: int = 50
-    # keep the character embeddings (and the output layer tied to them) as initialised: the
-    # lower_to_upper model shares the upper_to_lower model's table in a bundle (--init-from)
-    freeze_embeddings: bool = False
-
-    def __post_init__(self) -> None:
-        check_field_types(self)
-        positive = ("lr", "batch_tokens", "eval_every", "save_every", "keep_last", "log_every")
-        for name in positive:
-            if not getattr(self, name) > 0:
-                raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
-        not_negative = ("warmup_steps", "weight_decay", "clip_norm", "max_steps", "max_minutes")
-        for name in (*not_negative, "max_epochs", "patience", "threads"):
-            if getattr(self, name) < 0:
-                raise ValueError(f"{name} must not be negative, got {getattr(self, name)}")
-        for name in ("min_lr_ratio", "distill_weight"):
-            if not 0 <= getattr(self, name) <= 1:
-                raise ValueError(f"{name} must be in [0, 1], got {getattr(self, name)}")
-        for name in ("beta2", "label_smoothing"):
-            if not 0 <= getattr(self, name) < 1:
-                raise ValueError(f"{name} must be in [0, 1), got {getattr(self, name)}")
-        if self.amp not in ("auto", "bf16", "off"):
-            raise ValueError(f"amp must be auto, bf16 or off, got {self.amp!r}")
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> TrainConfig:
-        known = {f.name for f in fields(cls)}
-        unknown = set(d) - known
-        if unknown:
-            raise ValueError(f"unknown training option(s): {', '.join(sorted(unknown))}")
-        return cls(**d)
-
-
-class PairSource(Protocol):
-    """Where batches come from: index lists per epoch, and how to turn one into tensors."""
-
-    def epoch_batches(self, epoch: int, seed: int) -> list[list[int]]: ...
-
-    def collate(self, indices: list[int]) -> Batch: ...
-
-
-@dataclass
-class Dist:
-    rank: int = 0
-    world: int = 1
-    local_rank: int = 0
-
-    @property
-    def main(self) -> bool:
-        return self.rank == 0
-
-    @classmethod
-    def from_env(cls) -> Dist:
-        return cls(
-            int(os.environ.get("RANK", 0)),
-            int(os.environ.get("WORLD_SIZE", 1)),
-            int(os.environ.get("LOCAL_RANK", 0)),
-        )
-
-
-# The options that shape a stretch of training (its learning-rate course, loss and length):
-# resuming with any of them changed starts a new stretch, whose early stopping counts only
-# its own evaluations (a warm restart's first evaluations are worse than the best before it).
-SCHEDULE = (
-    "lr",
-    "min_lr_ratio",
-    "warmup_steps",
-    "label_smoothing",
-    "distill_weight",
-    "max_steps",
-    "max_minutes",
-    "max_epochs",
-    "patience",
-)
-
-
-@dataclass
-class TrainState:
-    step: int = 0
-    epoch: int = 0
-    batch_pos: int = 0  # index of the next batch in this epoch's list (before rank split)
-    pairs_seen: int = 0
-    elapsed: float = 0.0  # training seconds, summed across resumes
-    best: float = math.inf  # best validation metric (lower is better)
-    bad_evals: int = 0
-    stop_reason: str = ""
-
-
-@dataclass
-class Hooks:
-    """What the caller plugs in: validation, saving, and progress text."""
-
-    evaluate: Callable[[nn.Module], dict[str, float]] | None = None
-    save: Callable[..., object] | None = None  # save(path, model, **state)
-    metric: str = "valid_loss"  # the key of evaluate()'s result that early stopping watches
-    on_log: Callable[[dict[str, Any]], None] | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
-
-
-def use_bf16(amp: str, device: torch.device) -> bool:
-    """Whether to autocast to bf16. "auto": on CUDA with bf16 support; on a CPU only when a bf16
-    matmul beats fp32 (CPUs without AVX512-BF16/AMX emulate it, about 100x slower)."""
-    if amp not in ("auto", "bf16", "off"):
-        raise ValueError(f"amp must be auto, bf16 or off, not {amp!r}")
-    if amp != "auto":
-        return amp == "bf16"
-    if device.type == "cuda":
-        return torch.cuda.is_bf16_supported()
-    return bf16_matmul_speedup() > 1.0
-
-
-def compute_context(device: torch.device, bf16: bool) -> ExitStack:
-    """What a training or validation step runs under: bf16 autocast when ``bf16``, and on a CPU
-    PyTorch's plain attention kernel. Couplet lines are short (at most 34 positions), and for
-    such short sequences its CPU flash-attention kernel costs more than the attention itself:
-    its backward took 22% of a `cpu` preset step, and the plain kernel trained that preset 37%
-    faster (EXPERIMENTS.md §14). A CPU training step now bypasses both with
-    ``model.net.transformer.short_attention`` (§15); validation, without autograd, keeps the plain
-    kernel. On CUDA the default choice stays."""
-    stack = ExitStack()
-    if bf16:
-        stack.enter_context(torch.autocast(device.type, dtype=torch.bfloat16))
-    if device.type == "cpu":
-        stack.enter_context(sdpa_kernel(SDPBackend.MATH))
-    return stack
-
-
-def bf16_matmul_speedup(n: int = 256, trials: int = 7, repeat: int = 3) -> float:
-    """fp32 time / bf16 time of an n×n matmul on this CPU (a few milliseconds). Each dtype's
-    time is its best of ``trials`` interleaved trials: a single timing of a few milliseconds
-    on a shared machine once came out below 1.0 on a CPU where bf16 is twice as fast, and
-    that run would have trained in fp32 at half the speed."""
-    mats = {dtype: torch.randn(n, n).to(dtype) for dtype in (torch.float32, torch.bfloat16)}
-    best = dict.fromkeys(mats, float("inf"))
-    for a in mats.values():
-        a @ a  # the first call builds the kernel
-    for _ in range(trials):
-        for dtype, a in mats.items():
-            t0 = time.perf_counter()
-            for _ in range(repeat):
-                a @ a
-            best[dtype] = min(best[dtype], time.perf_counter() - t0)
-    return best[torch.float32] / best[torch.bfloat16]
-
-
-def seq2seq_loss(
-    model: nn.Module, batch: Batch, label_smoothing: float, raw: nn.Module | None = None
-) -> torch.Tensor:
-    """Cross-entropy of ``model(src, tgt_in)`` against ``targets(batch)`` of the raw model
-    (the encoder-decoder predicts tgt_out, the tagger the lower line at each position);
-    ``raw`` is the module under a DDP wrapper, whose forward must still be the call."""
-    logits = model(batch.src, batch.tgt_in, batch.register)  # (B, T, V)
-    targets = cast(Any, raw or model).targets(batch).flatten()
-    return cross_entropy(logits.flatten(0, 1), targets, PAD_ID, label_smoothing)
-
-
-def distill_loss(
-    model: nn.Module,
-    teacher: nn.Module,
-    batch: Batch,
-    weight: float,
-    label_smoothing: float,
-    raw: nn.Module | None = None,
-) -> torch.Tensor:
-    """Word-level knowledge distillation (Kim and Rush, EMNLP 2016): ``1 - weight`` times the
-    cross-entropy of ``seq2seq_loss`` plus ``weight`` times KL(teacher || model) of the token
-    distributions at every target position, the teacher reading the same reference prefix.
-    The teacher's distribution over all characters says far more per position than the one
-    reference character, which is what lets a smaller model (one decoder layer) learn from
-    a trained one faster than from the pairs alone."""
-    logits = model(batch.src, batch.tgt_in, batch.register).flatten(0, 1)  # (B*T, V)
-    targets = cast(Any, raw or model).targets(batch).flatten()
-    with torch.no_grad():
-        theirs = teacher(batch.src, batch.tgt_in, batch.register).flatten(0, 1)
-    return distillation(logits, theirs, targets, PAD_ID, weight, label_smoothing)
+from model.training.losses import distill_loss, seq2seq_loss
+from model.training.precision import compute_context, use_bf16
+from model.training.train_log import Window, append_csv, fmt_value, truncate_csv
 
 
 def lr_factor(cfg: TrainConfig, step: int, progress: float) -> float:
@@ -328,8 +126,8 @@ class Trainer:
         ckpt = self.newest_good_checkpoint()
         if ckpt is None:
             if self.dist.main:
-                _truncate_csv(self.out / "train_log.csv", 0)
-                _truncate_csv(self.out / "valid_log.csv", 0)
+                truncate_csv(self.out / "train_log.csv", 0)
+                truncate_csv(self.out / "valid_log.csv", 0)
             return False
         self.raw.load_state_dict(ckpt["state_dict"])
         self.opt.load_state_dict(ckpt["optimizer"])
@@ -343,8 +141,8 @@ class Trainer:
         if self.device.type == "cuda" and "cuda" in ckpt["rng"]:
             torch.cuda.set_rng_state(ckpt["rng"]["cuda"], self.device)
         if self.dist.main:
-            _truncate_csv(self.out / "train_log.csv", self.state.step)
-            _truncate_csv(self.out / "valid_log.csv", self.state.step)
+            truncate_csv(self.out / "train_log.csv", self.state.step)
+            truncate_csv(self.out / "valid_log.csv", self.state.step)
         self.finite_at = self.state.step
         return True
 
@@ -466,7 +264,7 @@ class Trainer:
         bar = tqdm(
             total=total, initial=self.state.step, disable=not self.dist.main, mininterval=10, desc="train"
         )
-        window = _Window(self.state.elapsed)
+        window = Window(self.state.elapsed)
         pin = self.device.type == "cuda"
         start, base = time.perf_counter(), self.state.elapsed
         with interrupt_flag(self.dist.world == 1) as interrupted:
@@ -518,11 +316,11 @@ class Trainer:
         row = {"step": self.state.step, "minutes": round(self.state.elapsed / 60, 3), **metrics}
         row["eval_seconds"] = round(time.perf_counter() - t0, 2)
         if self.dist.main:
-            _append_csv(self.out / "valid_log.csv", row)
-            tqdm.write("valid " + " ".join(f"{k}={_fmt(v)}" for k, v in row.items()))
+            append_csv(self.out / "valid_log.csv", row)
+            tqdm.write("valid " + " ".join(f"{k}={fmt_value(v)}" for k, v in row.items()))
         return metrics
 
-    def log_train(self, lr: float, window: _Window, bar: tqdm) -> None:
+    def log_train(self, lr: float, window: Window, bar: tqdm) -> None:
         self.check_finite()
         loss, rate = window.mean_loss(), window.rate()
         window.reset()
@@ -538,7 +336,7 @@ class Trainer:
         }
         bar.set_postfix(loss=f"{loss:.3f}", pairs_s=f"{rate:.0f}", refresh=False)
         if self.dist.main:
-            _append_csv(self.out / "train_log.csv", row)
+            append_csv(self.out / "train_log.csv", row)
             if self.hooks.on_log:
                 self.hooks.on_log(row)
 
@@ -564,78 +362,3 @@ def interrupt_flag(wanted: bool) -> Iterator[threading.Event]:
         yield event
     finally:
         signal.signal(signal.SIGINT, previous)
-
-
-class _Window:
-    """Mean loss and pairs per second since the last log line."""
-
-    def __init__(self, elapsed: float) -> None:
-        self.t_end = elapsed
-        self.reset()
-
-    def reset(self) -> None:
-        self.losses: list[torch.Tensor] = []
-        self.pairs = 0
-        self.t_start = self.t_end
-
-    def add(self, loss: torch.Tensor, pairs: int, elapsed: float) -> None:
-        self.losses.append(loss)
-        self.pairs += pairs
-        self.t_end = elapsed
-
-    def mean_loss(self) -> float:
-        return float(torch.stack(self.losses).float().mean()) if self.losses else 0.0
-
-    def rate(self) -> float:
-        span = self.t_end - self.t_start
-        return self.pairs / span if span > 0 else 0.0
-
-
-def _fmt(v: object) -> str:
-    return f"{v:.4g}" if isinstance(v, float) else str(v)
-
-
-def _append_csv(path: Path, row: dict[str, Any]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    new = not path.exists()
-    with open(path, "a", newline="", encoding="utf-8") as f:
-        writer = csv.DictWriter(f, fieldnames=list(row))
-        if new:
-            writer.writeheader()
-        writer.writerow(row)
-
-
-def _row_step(row: dict[str, str | None]) -> int | None:
-    try:
-        return int(row.get("step") or "")
-    except ValueError:  # a row cut short by a kill
-        return None
-
-
-def _truncate_csv(path: Path, step: int) -> None:
-    """Drop rows written after ``step`` (and rows cut short) by a run that was killed before
-    its next checkpoint, rewriting the file atomically; with nothing left, remove it. A row is
-    cut short when it has too few or too many fields, or when it is the last and the file does
-    not end with its newline (a value cut in the middle, \"1500\" written as \"15\")."""
-    if not path.exists():
-        return
-    text = path.read_text(encoding="utf-8")
-    cut = not text.endswith("\n")
-    reader = csv.DictReader(io.StringIO(text, newline=""))
-    rows = list(reader)
-    names = list(reader.fieldnames or [])
-    whole = rows[:-1] if cut else rows
-    keep = [
-        r
-        for r in whole
-        if (s := _row_step(r)) is not None and s <= step and None not in r and None not in r.values()
-    ]
-    if len(keep) == len(rows):
-        return
-    if not keep:
-        path.unlink()
-        return
-    with atomic_file(path, "w", newline="", encoding="utf-8") as f:
-        writer = csv.DictWriter(f, fieldnames=names)
-        writer.writeheader()
-        writer.writerows(keep)

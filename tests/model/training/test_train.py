@@ -19,15 +19,11 @@ from model.net.transformer import ModelConfig
 from model.release.bundle import load_bundle
 from model.train import main
 from model.training.batches import bucket_batches
+from model.training.config import TrainConfig
 from model.training.greedy import greedy
-from model.training.trainer import (
-    TrainConfig,
-    bf16_matmul_speedup,
-    distill_loss,
-    lr_factor,
-    seq2seq_loss,
-    use_bf16,
-)
+from model.training.losses import distill_loss, seq2seq_loss
+from model.training.precision import bf16_matmul_speedup, use_bf16
+from model.training.trainer import lr_factor
 
 ROOT = Path(__file__).resolve().parents[3]
 FAST = ["--set", "amp=off", "--set", "threads=1"]

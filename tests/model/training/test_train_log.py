@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from model.training.trainer import _append_csv, _truncate_csv
+from model.training.train_log import append_csv, truncate_csv
 
 HEADER = "step,loss,minutes\n"
 
@@ -28,14 +28,14 @@ HEADER = "step,loss,minutes\n"
 def test_rows_after_the_checkpoint_or_cut_short_are_dropped(tmp_path: Path, text: str, kept: str) -> None:
     path = tmp_path / "train_log.csv"
     path.write_text(text, encoding="utf-8")
-    _truncate_csv(path, step=10)
+    truncate_csv(path, step=10)
     assert path.read_text(encoding="utf-8").replace("\r\n", "\n") == kept
-    _append_csv(path, {"step": 15, "loss": 2.2, "minutes": 0.4})  # the resumed run writes on
+    append_csv(path, {"step": 15, "loss": 2.2, "minutes": 0.4})  # the resumed run writes on
     assert path.read_text(encoding="utf-8").replace("\r\n", "\n") == kept + "15,2.2,0.4\n"
 
 
 def test_a_log_with_no_row_left_is_removed(tmp_path: Path) -> None:
     path = tmp_path / "train_log.csv"
     path.write_text(HEADER + "20,2.5,0.1\n", encoding="utf-8")
-    _truncate_csv(path, step=10)
+    truncate_csv(path, step=10)
     assert not path.exists()
