@@ -8,8 +8,10 @@
 is: its second column is the human line; a third column, e.g. ``classical`` or
 ``wb14123``, splits the verdict by group; ``--group NAME`` labels a file that has none).
 A system is ``NAME=SPEC``: a bundle folder or checkpoint (its top candidate under every
-rule, decoded as ``make eval`` decodes), ``human`` (the reference column) or
-``file:PATH`` (a TSV of ``upper<TAB>lower``, one line per line of ``--lines``, in order).
+rule, decoded as ``make eval`` decodes; a model with registers writes a group named after one
+of its registers, ``formal`` or ``classical``, in that register, the rest in ``general``),
+``human`` (the reference column) or ``file:PATH`` (a TSV of ``upper<TAB>lower``, one line per
+line of ``--lines``, in order).
 
 ``sheet`` writes ``sheet.tsv`` (id, 上联, A, B and three columns to fill: better = A, B
 or tie; score_A, score_B = 0, 1 or 2) and ``RUBRIC.md`` into ``--out``, and the key (which
@@ -40,6 +42,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from data.text import REGISTERS
 from model.decoding.options import DecodeOptions
 from model.release.eval_decode import load_any, make_decoder
 
@@ -155,8 +158,24 @@ def decoded(path: Path, lines: list[Line], reverse: bool = False) -> list[str]:
     if model.cfg.reverse != reverse:
         want = "a lower_to_upper" if reverse else "an upper_to_lower"
         raise BlindError(f"{path}: not {want} model (--reverse says which direction the sheet is)")
-    decode = make_decoder(model.eval(), vocab, DecodeOptions(), False, proposer, pairing=pairing)
-    return decode([line.upper for line in lines])
+    out = [""] * len(lines)
+    for register, chosen in by_register(lines, model.cfg.n_registers).items():
+        options = DecodeOptions(register=register)
+        decode = make_decoder(model.eval(), vocab, options, False, proposer, pairing=pairing)
+        for i, text in zip(chosen, decode([lines[i].upper for i in chosen]), strict=True):
+            out[i] = text
+    return out
+
+
+def by_register(lines: list[Line], n_registers: int) -> dict[str, list[int]]:
+    """The lines' indices by the register a model with ``n_registers`` writes them in: a group
+    named after a register it has (``formal``, ``classical``) in that one, every other line in
+    ``general`` (a model without registers writes everything in ``general``)."""
+    have = REGISTERS[: max(n_registers, 1)]
+    groups: dict[str, list[int]] = {}
+    for i, line in enumerate(lines):
+        groups.setdefault(line.group if line.group in have else "general", []).append(i)
+    return groups
 
 
 def make_sheet(

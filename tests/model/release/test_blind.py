@@ -217,3 +217,33 @@ def test_a_reverse_sheet_gives_lower_lines_and_asks_about_upper_lines(
     refused = ["sheet", "--reverse", "--lines", str(lines), "--out", str(tmp_path / "x")]
     assert main([*refused, "--system", f"model={plain}", "--system", "human=human"]) == 2
     assert "has no reverse model" in capsys.readouterr().err
+
+
+def test_a_model_with_registers_writes_each_group_in_its_register(tmp_path: Path, pairs) -> None:
+    """The formal lines in the formal register, the classical ones in the classical one, the rest
+    (here wb14123) in the general one: each line as the decoder writes it in that register."""
+    from data.paths import graph_cache_dir
+    from model.decoding.decoder import Decoder
+    from model.decoding.options import SERVE_INT8, SERVE_RUNTIME, DecodeOptions
+    from model.net.checkpoint import save
+    from model.release.blind import Line, by_register, decoded
+    from tests.model.decoding.fixtures import decode_vocab
+    from tests.model.decoding.test_registers_served import registered
+
+    (tmp_path / "vocab").mkdir()
+    vocab = decode_vocab(tmp_path / "vocab", pairs)
+    model = registered(vocab)
+    path = save(tmp_path / "registers.pt", model, vocab)
+    groups = ["formal", "wb14123", "classical", "formal"]
+    lines = [Line(u, h, g) for u, h, g in zip(UPPERS, HUMAN, groups, strict=False)]
+    assert by_register(lines, 3) == {"formal": [0, 3], "general": [1], "classical": [2]}
+    assert by_register(lines, 0) == {"general": [0, 1, 2, 3]}
+    got = decoded(path, lines)
+    decoder = Decoder(model, vocab, int8=SERVE_INT8, runtime=SERVE_RUNTIME, graph_cache=graph_cache_dir())
+    for line, text in zip(lines, got, strict=True):
+        register = line.group if line.group != "wb14123" else "general"
+        want = decoder.generate(line.upper, DecodeOptions(register=register)).candidates
+        assert text == (want[0].text if want else "")
+    # the registers matter here: in the general register some formal line comes out otherwise
+    plain = [decoder.generate(lines[i].upper, DecodeOptions()).candidates for i in (0, 2, 3)]
+    assert [c[0].text if c else "" for c in plain] != [got[0], got[2], got[3]]
