@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from data.pairing import PairingTable
+from data.text import REGISTERS
 from data.vocab import Vocab
 from model.decoding.options import SERVE_INT8, SERVE_RUNTIME, Runtime
 from model.net.checkpoint import CoupletModel
@@ -48,6 +49,7 @@ def evaluate_files(
     list, receives (reference, top candidate) for each line, for a paired comparison;
     ``progress``: a bar of the lines decoded on stderr, named ``desc``, None: on a terminal)."""
     tone_mode = getattr(options, "tone_mode", "modern")
+    register = REGISTERS.index(getattr(options, "register", "general"))
     test_path = folder / "test.tsv"
     if not test_path.is_file():
         raise FileNotFoundError(f"missing {test_path}; run `make data` first")
@@ -62,12 +64,14 @@ def evaluate_files(
         lines_out.extend(zip([lo for _, lo in test], hyps, strict=True))
     lowers = set(train_lowers)
     flags = read_flags(folder / "test_leak.txt", len(test))
-    result: dict[str, Any] = {"full": score_split(model, vocab, test, hyps, lowers, tone_mode, n_bootstrap)}
+    whole = score_split(model, vocab, test, hyps, lowers, tone_mode, n_bootstrap, register)
+    result: dict[str, Any] = {"full": whole}
     if flags is not None:
         keep = [i for i in range(len(test)) if not flags[i]]
         result["leakfree"] = score_split(
-            model, vocab, [test[i] for i in keep], [hyps[i] for i in keep], lowers, tone_mode, n_bootstrap
-        )
+            model, vocab, [test[i] for i in keep], [hyps[i] for i in keep], lowers, tone_mode, n_bootstrap,
+            register,
+        )  # fmt: skip
     result["options"] = (
         asdict(options) if options is not None and hasattr(options, "__dataclass_fields__") else {}
     )

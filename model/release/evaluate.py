@@ -18,6 +18,7 @@ from typing import Any
 
 from data.pairing import PairingTable
 from data.paths import data_dir, default_model_dir, work_dir
+from data.text import REGISTERS
 from data.tones import MODES as TONE_MODES
 from model.decoding.options import MAX_CANDIDATES, RUNTIMES, SERVE_INT8, SERVE_RUNTIME, DecodeOptions
 from model.release.eval_decode import load_any, load_proposer
@@ -33,6 +34,7 @@ def decode_options(args: argparse.Namespace) -> Any:
         "beam_size": args.beam_size,
         "rules": args.rules,
         "tone_mode": args.tone_mode,
+        "register": args.register,
     }
     if args.rhythm_weight is not None:
         opts["rhythm_weight"] = args.rhythm_weight
@@ -128,6 +130,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--rules", action=argparse.BooleanOptionalAction, default=True, help="couplet rules in decoding"
     )
     p.add_argument("--tone-mode", default="modern", choices=["modern", "lenient", "classical"])
+    p.add_argument(
+        "--register",
+        default="general",
+        choices=REGISTERS,
+        help="the register a model with registers decodes and is scored in (e.g. formal for the formal "
+        "test part); a --compare-model without it is decoded in general",
+    )
     p.add_argument("--rhythm-weight", type=float, default=None)
     p.add_argument("--three-level-weight", type=float, default=None)
     p.add_argument("--greedy", action="store_true", help="plain greedy decoding instead of model.decoding")
@@ -258,7 +267,9 @@ def main(argv: list[str] | None = None) -> int:
                 raise ValueError(f"--compare-model {path}: its vocabulary differs from the model's")
             if not path.is_dir() or args.no_proposer:  # a checkpoint: beside the asked proposer
                 other_proposer = None if args.no_proposer else proposer
-            others.append((f"model {path}", other, other_proposer, other_pairing, options))
+            registers = REGISTERS[: max(other.cfg.n_registers, 1)]
+            theirs = options if options.register in registers else replace(options, register="general")
+            others.append((f"model {path}", other, other_proposer, other_pairing, theirs))
 
         def run(
             m: Any,

@@ -59,8 +59,9 @@ def distinct(lines: list[str], n: int) -> float:
     return round(len(set(grams)) / max(len(grams), 1), 4)
 
 
-def perplexity(model: CoupletModel, vocab: Vocab, pairs: list[tuple[str, str]]) -> float:
-    data = PairData(pairs, vocab, model.cfg.max_len, batch_tokens=4096)
+def perplexity(model: CoupletModel, vocab: Vocab, pairs: list[tuple[str, str]], register: int = 0) -> float:
+    """The reference lines' perplexity, every pair in the register of index ``register``."""
+    data = PairData(pairs, vocab, model.cfg.max_len, batch_tokens=4096, registers=[register] * len(pairs))
     with torch.no_grad():
         return round(math.exp(mean_nll(model, data.fixed_batches(list(range(len(data)))))), 2)
 
@@ -73,12 +74,13 @@ def score_split(
     train_lowers: set[str],
     tone_mode: str,
     n_bootstrap: int = BOOTSTRAP,
+    register: int = 0,
 ) -> dict[str, Any]:
     uppers, refs = [u for u, _ in pairs], [lo for _, lo in pairs]
     return {
         "pairs": len(pairs),
         **bleu_scores(hyps, refs, n_bootstrap),
-        "perplexity": perplexity(model, vocab, pairs),
+        "perplexity": perplexity(model, vocab, pairs, register),
         "distinct1": distinct(hyps, 1),
         "distinct2": distinct(hyps, 2),
         "verbatim_train_lower": round(100 * sum(h in train_lowers for h in hyps) / max(len(hyps), 1), 2),

@@ -6,11 +6,12 @@ import pytest
 import torch
 
 from data.vocab import Vocab
+from model.net.checkpoint import build_model
 from model.net.transformer import CoupletTransformer, ModelConfig
 from model.release.eval_files import evaluate_files
 from model.release.eval_tables import markdown
 from model.release.evaluate import main
-from model.release.metrics import bleu_scores, distinct, line_stats, paired_bleu, rule_rates
+from model.release.metrics import bleu_scores, distinct, line_stats, paired_bleu, perplexity, rule_rates
 
 
 def test_bleu_of_references_against_themselves_is_100(pairs) -> None:
@@ -106,3 +107,18 @@ def test_make_eval_shows_a_progress_bar_of_the_lines_decoded(
     for quiet in (["--no-progress"], []):
         assert main([*args, *quiet]) == 0
         assert "decoding the test set" not in capsys.readouterr().err
+
+
+def test_perplexity_is_taken_in_the_register_asked_for(vocab: Vocab, pairs) -> None:
+    """A model with registers is scored in the one asked for (``--register``): its vectors change
+    the perplexity; with them all zero (a pretrained model just given registers) they do not."""
+    torch.manual_seed(3)
+    cfg = ModelConfig(vocab_size=len(vocab), d_model=32, n_heads=4, n_enc_layers=1, d_ff=64, n_registers=3)
+    model = build_model(cfg).eval()
+    assert isinstance(model, CoupletTransformer) and model.register_embed is not None
+    some = pairs[:40]
+    assert perplexity(model, vocab, some, 2) == perplexity(model, vocab, some, 0)
+    with torch.no_grad():
+        model.register_embed.weight.normal_(0.0, 1.0)
+    general, formal = perplexity(model, vocab, some, 0), perplexity(model, vocab, some, 2)
+    assert general != formal and general == perplexity(model, vocab, some)
