@@ -20,7 +20,7 @@ from typing import Any
 import httpx
 
 from crawler.localredis import free_port, stop_process
-from data.paths import ROOT, corpus_dir, data_dir, default_model_dir
+from data.paths import corpus_dir, data_dir, default_model_dir
 
 FALLBACK_LINES = [
     "春风得意",
@@ -51,25 +51,30 @@ def fallback_bundle(out: Path, preset: str = "cpu") -> Path:
     from data.vocab import Vocab
     from model.net.transformer import CoupletTransformer, ModelConfig
     from model.release.export import export_bundle
+    from model.training.presets import PRESETS
 
     spm = data_dir() / "spm.model"
     vocab = Vocab.from_file(spm) if spm.is_file() else Vocab.train(FALLBACK_LINES, out.parent / "spm")
-    shape = json.loads((ROOT / "model" / "presets" / f"{preset}.json").read_text())["model"]
+    shape = json.loads((PRESETS / f"{preset}.json").read_text())["model"]
     torch.manual_seed(0)
     model = CoupletTransformer(ModelConfig(vocab_size=len(vocab), **shape)).eval()
     return export_bundle(out, model, vocab, version=f"random-{preset}")
 
 
-def start_server(model: Path, port: int, tmp: Path, timeout: float = 300) -> subprocess.Popen[bytes]:
-    """``python -m serve`` on ``port``, once its health answers 200 (its decode workers have started
-    their models: minutes when the shared machine is busy). Its log goes to ``tmp/server.log``
-    (a pipe nobody reads would fill and stall the server's logging in a long run)."""
+def start_server(
+    model: Path, port: int, tmp: Path, timeout: float = 300, env: dict[str, str] | None = None
+) -> subprocess.Popen[bytes]:
+    """``python -m serve`` on ``port``, with ``env`` added to its settings, once its health answers
+    200 (its decode workers have started their models: minutes when the shared machine is busy).
+    Its log goes to ``tmp/server.log`` (a pipe nobody reads would fill and stall the server's
+    logging in a long run)."""
     env = {
         **os.environ,
         "DUILIAN_SERVE_DATABASE_URL": f"sqlite:///{tmp / 'feedback.db'}",
         "DUILIAN_SERVE_RATE_LIMIT_PER_MINUTE": "0",
         "DUILIAN_SERVE_CACHE_SIZE": "0",
         "DUILIAN_SERVE_ADMIN_TOKEN": TOKEN,
+        **(env or {}),
     }
     cmd = [
         sys.executable,

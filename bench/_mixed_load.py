@@ -15,7 +15,6 @@ import asyncio
 import os
 import ssl
 import subprocess
-import sys
 import tempfile
 import time
 from collections import Counter
@@ -23,6 +22,7 @@ from pathlib import Path
 
 import httpx
 
+from bench._live_server import start_server
 from crawler.localredis import free_port, stop_process
 
 LONG_CLIENTS = 16
@@ -32,43 +32,11 @@ ADMISSION_OFF = {"DUILIAN_SERVE_COST_PER_MINUTE": "0", "DUILIAN_SERVE_LONG_LINE_
 def start(
     model: Path, tmp: Path, env: dict[str, str], timeout: float = 300
 ) -> tuple[subprocess.Popen[bytes], str]:
-    """``python -m serve`` on a free port with ``env`` added, once its health answers 200."""
+    """``python -m serve`` on a free port with ``env`` added, once its health answers 200; the
+    bundle's known lines (no corpus index to wait for)."""
     port = free_port()
-    full = {
-        **os.environ,
-        "DUILIAN_SERVE_DATABASE_URL": f"sqlite:///{tmp / 'feedback.db'}",
-        "DUILIAN_SERVE_RATE_LIMIT_PER_MINUTE": "0",
-        "DUILIAN_SERVE_CACHE_SIZE": "0",
-        "DUILIAN_SERVE_KNOWN_PAIRS": "",  # the bundle's known lines: no corpus index to wait for
-        **env,
-    }
-    cmd = [
-        sys.executable,
-        "-m",
-        "serve",
-        "--port",
-        str(port),
-        "--model",
-        str(model),
-        "--log-level",
-        "warning",
-    ]
-    with open(tmp / "server.log", "ab") as err:
-        proc = subprocess.Popen(cmd, env=full, stdout=subprocess.DEVNULL, stderr=err)
-    url, deadline = f"http://127.0.0.1:{port}", time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(
-                f"server exited ({proc.returncode}): {(tmp / 'server.log').read_text()[-2000:]}"
-            )
-        try:
-            if httpx.get(f"{url}/api/v1/health", timeout=1).status_code == 200:
-                return proc, url
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.3)
-    proc.kill()
-    raise RuntimeError(f"server did not come up in {timeout:g} s")
+    proc = start_server(model, port, tmp, timeout, {"DUILIAN_SERVE_KNOWN_PAIRS": "", **env})
+    return proc, f"http://127.0.0.1:{port}"
 
 
 def pct(values: list[float], q: float) -> float:

@@ -39,10 +39,11 @@ from model.decoding.options import DIVERSE_PENALTY, SERVE_INT8, SERVE_RUNTIME, D
 from model.decoding.plan import ConstraintError
 from model.net.tagger import CoupletTagger
 from model.net.transformer import CoupletTransformer, ModelConfig
+from model.training.presets import PRESETS
 
 FIXTURE = ROOT / "tests" / "model" / "fixtures" / "couplets50.tsv"
-PRESET = ROOT / "model" / "presets" / "cpu.json"
-TAGGER_PRESET = ROOT / "model" / "presets" / "tagger.json"
+PRESET = PRESETS / "cpu.json"
+TAGGER_PRESET = PRESETS / "tagger.json"
 
 
 def upper_lines(column: int = 0) -> tuple[list[str], str]:

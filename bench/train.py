@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import json
 import time
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -25,9 +24,8 @@ from model.net.transformer import ModelConfig
 from model.training.config import TrainConfig
 from model.training.losses import seq2seq_loss
 from model.training.precision import compute_context, use_bf16
+from model.training.presets import PRESETS
 from model.training.trainer import make_optimizer
-
-PRESETS = Path(__file__).resolve().parent.parent / "model" / "presets"
 
 
 def matmul_peak(device: torch.device, dtype: torch.dtype, n: int, seconds: float) -> float:
