@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 PRESET ?= cpu
 export PYTHONPATH := $(CURDIR)
 
-.PHONY: help setup sysdeps serve cluster crawl corpora data train eval bench test lint
+.PHONY: help setup sysdeps serve cluster crawl corpora data train eval bench test check lint
 
 help: ## list the verbs
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  make %-8s %s\n", $$1, $$2}'
@@ -48,8 +48,17 @@ bench: $(PY) ## benchmarks: data stage, decoding latency, server load, faults un
 sysdeps:
 	@bash scripts/sysdeps.sh
 
-test: $(PY) sysdeps ## run the test suite (installs Redis, PostgreSQL, Chromium, wrk if missing)
-	$(PY) -m pytest $(TEST_ARGS)
+test: $(PY) sysdeps ## run the test suite on every core (installs Redis, PostgreSQL, Chromium, wrk if missing)
+	$(PY) -m pytest -n auto --dist loadfile $(TEST_ARGS)
+
+# the edit-run loop: lint, then the tests that need no server, browser, corpus or database
+# and take under about two seconds, on every core, the exported graphs kept between runs
+FAST := not slow and not browser and not corpus and not postgres and not redis
+check: $(PY) ## lint and the fast tests (about two minutes; make test runs them all)
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy bench crawler data duilian model serve tests
+	DUILIAN_TEST_GRAPH_CACHE=$(CURDIR)/work/cache/test-onnx $(PY) -m pytest -n auto -q -m "$(FAST)" $(TEST_ARGS)
 
 lint: $(PY) ## ruff and mypy
 	$(VENV)/bin/ruff check .

@@ -7,6 +7,7 @@ and is never dropped.
 
 from __future__ import annotations
 
+import io
 import os
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -41,10 +42,14 @@ class Vocab:
 
     @classmethod
     def train(cls, lines: Iterable[str], model_prefix: str | os.PathLike[str], **options: Any) -> Vocab:
-        """Train a ``char`` model on ``lines`` and write ``<prefix>.model`` / ``.vocab``."""
+        """Train a ``char`` model on ``lines`` and write ``<prefix>.model`` / ``.vocab``. The model
+        is taken from sentencepiece in memory, so its bytes do not name the folder it was
+        written to (a model written to a file records that path): the same lines give the same
+        file anywhere, and what is keyed on its bytes (the ONNX graph cache) is found again."""
+        model = io.BytesIO()
         spm.SentencePieceTrainer.train(
             sentence_iterator=iter(lines),
-            model_prefix=str(model_prefix),
+            model_writer=model,
             model_type="char",
             character_coverage=1.0,
             pad_id=PAD_ID,
@@ -58,7 +63,12 @@ class Vocab:
             hard_vocab_limit=False,
             **options,
         )
-        return cls.from_file(f"{model_prefix}.model")
+        vocab = cls(model.getvalue())
+        Path(model_prefix).parent.mkdir(parents=True, exist_ok=True)
+        Path(f"{model_prefix}.model").write_bytes(vocab.to_bytes())
+        scores = [f"{vocab._sp.id_to_piece(i)}\t{vocab._sp.get_score(i):g}\n" for i in range(len(vocab))]
+        Path(f"{model_prefix}.vocab").write_text("".join(scores), encoding="utf-8")
+        return vocab
 
     def to_bytes(self) -> bytes:
         return self._proto

@@ -5,10 +5,13 @@ two cores, and the same few models (the fixture bundles, the shipped one) are lo
 tests and by the servers and command lines they start. ``DUILIAN_GRAPH_CACHE`` points them
 all, child processes included, at one folder, so each model is exported once per run; the
 cache keys on the weights and the traced code, so no test reads another model's graphs. The
-tests about exporting and caching pass their own folders, or none."""
+tests about exporting and caching pass their own folders, or none.
+
+``worker_id`` is pytest-xdist's fixture: ``make test`` runs the tests on every core."""
 
 from __future__ import annotations
 
+import os
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -29,8 +32,18 @@ def redis_url() -> Iterator[str]:
 
 
 @pytest.fixture(scope="session", autouse=True)
-def graph_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    folder = tmp_path_factory.mktemp("onnx-graphs")
+def graph_cache(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> Iterator[Path]:
+    """The run's graph folder: shared by pytest-xdist's workers (beside their own temporary
+    folders; the cache's entries are written whole by one process at a time), or
+    ``DUILIAN_TEST_GRAPH_CACHE`` when set (``make check`` keeps one between runs)."""
+    kept = os.environ.get("DUILIAN_TEST_GRAPH_CACHE")
+    if kept:
+        folder = Path(kept)
+    elif worker_id == "master":
+        folder = tmp_path_factory.mktemp("onnx-graphs")
+    else:
+        folder = tmp_path_factory.getbasetemp().parent / "onnx-graphs"
+    folder.mkdir(parents=True, exist_ok=True)
     with pytest.MonkeyPatch.context() as env:
         env.setenv("DUILIAN_GRAPH_CACHE", str(folder))
         yield folder

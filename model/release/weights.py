@@ -152,6 +152,21 @@ def dequantized(tensors: dict[str, torch.Tensor], path: Path) -> dict[str, torch
     return out
 
 
+def canonical_header(blob: bytes) -> bytes:
+    """A safetensors file's bytes with its metadata's keys in sorted order: safetensors writes
+    them in a random one, so the same tensors gave files with other sums (a bundle exported twice
+    differed, and so did the graph-cache keys made of its sums). The header's length stays as it
+    was; the tensors' entries and data are unchanged."""
+    size = int.from_bytes(blob[:8], "little")
+    header = json.loads(blob[8 : 8 + size])
+    meta = header.pop("__metadata__", None)
+    ordered = ({"__metadata__": dict(sorted(meta.items()))} if meta else {}) | header
+    text = json.dumps(ordered, separators=(",", ":"), ensure_ascii=False).encode()
+    if len(text) > size:  # not a header this reordering can rewrite in place: left as written
+        return blob
+    return blob[:8] + text.ljust(size) + blob[8 + size :]
+
+
 def save_model_files(
     model: CoupletModel,
     vocab: Vocab,
@@ -166,12 +181,13 @@ def save_model_files(
     configuration to ``config`` (``vocab_file``: the sentencepiece file's name beside them,
     which the caller writes; ``shared``: {key: the weights file beside it that holds that
     tensor}, left out here)."""
-    from safetensors.torch import save_file
+    from safetensors.torch import save
 
     state = model.state_dict()
     aliases = tied_aliases(state)
     tensors = stored_tensors(state, set(aliases) | set(shared or {}), dtype)
-    save_file(tensors, weights, metadata={"format": "pt", DIGEST_KEY: _digest(tensors)})
+    blob = save(tensors, metadata={"format": "pt", DIGEST_KEY: _digest(tensors)})
+    weights.write_bytes(canonical_header(blob))
     os.chmod(weights, 0o644)  # safetensors makes it 0600: a server running as another user must read it
     text = json.dumps(
         model_config_json(model, vocab, vocab_file, weights.name, training, shared, dtype),

@@ -30,6 +30,7 @@ def test_it_runs_only_when_named() -> None:
     assert {"decode", "serve", "train"} <= set(default())
 
 
+@pytest.mark.slow
 def test_a_tiny_run_from_scratch_reaches_the_target(
     tmp_path: Path, data_folder: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -73,6 +73,7 @@ def test_bad_options_are_refused_before_the_last_crawl_is_cleared(
     assert (tmp_path / "sina.jsonl").read_text(encoding="utf-8").count("\n") == 1  # not emptied
 
 
+@pytest.mark.slow
 def test_a_crawl_that_fetches_nothing_fails_and_says_why(tmp_path: Path) -> None:
     import socket
 

@@ -37,6 +37,7 @@ def test_a_dictionary_read_by_first_character_answers_as_the_whole_one(tmp_path:
         d["夏天"]
 
 
+@pytest.mark.slow
 def test_segmentation_is_jiebas_own(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("DUILIAN_CACHE_DIR", str(tmp_path))
     lines = list(LINES)

@@ -84,6 +84,7 @@ def api_answer(bundle: Path, folder: Path, upper: str, lower: str) -> dict:
     return answer
 
 
+@pytest.mark.slow
 def test_json_is_the_apis_very_object_and_plain_text_is_readable(known_bundle: Path, tmp_path: Path) -> None:
     upper, lower = "绿水青山，千秋画卷", "红梅白雪，万里诗篇"
     out = run(upper, lower, "--model", str(known_bundle), "--json")
@@ -97,6 +98,7 @@ def test_json_is_the_apis_very_object_and_plain_text_is_readable(known_bundle: P
     assert "✗不重字（第1、3、5字）" in broken and "✗标点（第3、4字）" in broken
 
 
+@pytest.mark.slow
 def test_suggestions_are_the_apis_and_without_the_model_the_report_says_why(
     known_bundle: Path, tmp_path: Path
 ) -> None:
@@ -118,6 +120,7 @@ def test_suggestions_are_the_apis_and_without_the_model_the_report_says_why(
     assert "未载入模型" in run(upper, lower, "--model", str(known_bundle), "--no-suggest").stdout
 
 
+@pytest.mark.slow
 def test_known_lines_are_screened_by_the_bundles_word_list_as_the_site_screens_them(
     tmp_path_factory: pytest.TempPathFactory, vocab: Vocab, tmp_path: Path
 ) -> None:

@@ -34,9 +34,10 @@ def script() -> Path:
 
 
 @pytest.fixture(scope="module")
-def graphs(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """One graph cache for the module's runs: the first exports, the others read."""
-    return tmp_path_factory.mktemp("graphs")
+def graphs(graph_cache: Path) -> Path:
+    """The run's graph cache (tests/conftest.py), named on the command line: the site in this
+    process and the command lines read the shipped model's graphs that the first one exported."""
+    return graph_cache
 
 
 @pytest.fixture(scope="module")
@@ -79,6 +80,7 @@ def site_answer(site: LiveServer, body: dict[str, Any]) -> dict[str, Any]:
 UPPERS = ["春风得意马蹄疾", "山高水长", "一帆风顺年年好"]
 
 
+@pytest.mark.slow
 def test_lines_from_stdin_get_the_sites_answers(script: Path, site: LiveServer, graphs: Path) -> None:
     done = run(script, "generate", "--json", "-n", "4", stdin="\n".join(UPPERS) + "\n\n", graphs=graphs)
     assert done.returncode == 0, done.stderr
@@ -153,6 +155,7 @@ def test_bad_options_are_refused_in_both_languages(script: Path) -> None:
     bilingual_refusal(run(script, "frobnicate"), "参数有误", "invalid choice")
 
 
+@pytest.mark.slow
 def test_an_impossible_constraint_is_refused_and_the_other_lines_answered(script: Path, graphs: Path) -> None:
     # 春 stands in every upper line: no lower line may reuse it, so 藏头 春 cannot be kept
     done = run(script, "generate", "--head", "春", "-n", "1", stdin="春风得意\nabc\n", graphs=graphs)
@@ -212,6 +215,7 @@ def test_known_lines_unreadable_after_loading_are_refused_as_the_bundles_fault(
     assert caught.value.status == 2 and "模型无法读取" in said and KNOWN_FILE in said, said
 
 
+@pytest.mark.slow
 def test_the_command_asks_a_running_server_and_prints_what_it_would_print_itself(
     script: Path, site: LiveServer, graphs: Path
 ) -> None:
@@ -229,6 +233,7 @@ def test_the_command_asks_a_running_server_and_prints_what_it_would_print_itself
     assert gone.returncode == 1 and "无法连接服务器" in gone.stderr and gone.stdout == ""
 
 
+@pytest.mark.slow
 def test_upper_lines_for_a_lower_line_as_the_site_gives_them(
     script: Path, site: LiveServer, graphs: Path
 ) -> None:
@@ -248,6 +253,7 @@ def test_upper_lines_for_a_lower_line_as_the_site_gives_them(
     assert "it ends 平: probably a lower line (try --reverse)" in hint.stdout
 
 
+@pytest.mark.slow
 def test_on_a_warm_graph_cache_the_command_runs_without_pytorch(
     script: Path, graphs: Path, tmp_path: Path
 ) -> None:

@@ -50,6 +50,7 @@ def keeps_every_rule(found: Composition, clauses: int) -> None:
     assert len(set(uppers)) == len(uppers)
 
 
+@pytest.mark.slow
 def test_a_name_heads_the_two_lines(model: LoadedModel) -> None:
     found = compose(model, make_compose_request("张伟", length=7, n=3))
     assert len(found.couplets) == 3 and found.head == "张伟" and found.pattern == "7"

@@ -90,6 +90,7 @@ print(tones._phrase_reader.cache_info().currsize, "pypinyin" in sys.modules)
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("how", "expected"), [("warm", "1 True"), ("cold", "0")])
 def test_a_warmed_model_has_read_pypinyins_phrases_before_its_first_request(
     bundle_a: Path, how: str, expected: str

@@ -67,6 +67,7 @@ def test_locks_are_kept(client: TestClient) -> None:
     assert [a["char"] for a in locked["alternatives"]] == ["金"]
 
 
+@pytest.mark.slow
 def test_the_same_list_from_a_decode_worker_process(settings: Settings, client: TestClient) -> None:
     upper = "书山有路勤为径"
     lower = first_candidate(client, upper)
@@ -79,6 +80,7 @@ def test_the_same_list_from_a_decode_worker_process(settings: Settings, client: 
     assert refused.status_code == 422 and " / " in refused.json()["detail"]  # ConstraintError crossed over
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("table", [True, False])
 def test_listed_words_are_withheld(
     settings: Settings, blocked_bundle: Path, bad_bundle: Path, table: bool

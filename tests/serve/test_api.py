@@ -82,6 +82,7 @@ def test_locks_and_required_first(client: TestClient) -> None:
     assert body["candidates"] and all(c["text"][0] == "秋" for c in body["candidates"])
 
 
+@pytest.mark.slow
 def test_required_characters_are_normalised_as_the_corpus_and_a_typed_qian_stays(
     settings: Settings, tmp_path: Path
 ) -> None:
@@ -223,6 +224,7 @@ def test_training_flag_without_the_corpus(settings: Settings) -> None:
         assert c.get("/api/v1/health").json()["known_lines"] == 0
 
 
+@pytest.mark.slow
 def test_known_lower_lines_from_the_bundle_without_the_corpus(
     settings: Settings, vocab: Vocab, tmp_path: Path
 ) -> None:
@@ -236,6 +238,7 @@ def test_known_lower_lines_from_the_bundle_without_the_corpus(
         assert body["in_training_set"] is False and body["known_lower_lines"] == []
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("int8", "runtime"), [(True, "torch"), (False, "torch"), (True, "onnx")])
 def test_decoding_engine_settings_hold_across_a_reload(
     settings: Settings, bundle_b: Path, int8: bool, runtime: str
@@ -260,6 +263,7 @@ def test_decoding_engine_settings_hold_across_a_reload(
         assert engine_matches()
 
 
+@pytest.mark.slow
 def test_fast_mode_takes_the_bundles_proposer(tmp_path: Path, vocab, known_pairs: Path) -> None:
     word = "金木火土日夜晴雨云雷"  # the proposer proposes only these characters
     bundle = build_bundle(tmp_path / "fast", vocab, seed=1, version="fast", proposer_word=word)
@@ -302,6 +306,7 @@ def test_fast_mode_without_a_proposer_is_the_normal_search(client: TestClient) -
         (["--database-url", "postgresql://u:p@127.0.0.1:1/x"], "cannot open the feedback store"),
     ],
 )
+@pytest.mark.slow
 def test_serve_refuses_what_would_stop_it_in_one_line(tmp_path: Path, args: list[str], says: str) -> None:
     import subprocess
     import sys
@@ -321,6 +326,7 @@ def start_serve(bundle: Path, tmp_path: Path) -> subprocess.CompletedProcess[str
     )  # fmt: skip
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("proposer", ["junk", "seq2seq"])
 def test_serve_refuses_a_bundle_whose_proposer_will_not_load(
     tmp_path: Path, bundle_a: Path, proposer: str
@@ -350,6 +356,7 @@ def test_serve_refuses_a_bundle_whose_proposer_will_not_load(
     assert says in r.stderr and named in r.stderr and "Traceback" not in r.stderr
 
 
+@pytest.mark.slow
 def test_serve_refuses_a_bundle_whose_known_lines_will_not_load(tmp_path: Path, bundle_a: Path) -> None:
     from model.release.layout import KNOWN_FILE, write_manifest
 
@@ -434,6 +441,7 @@ def test_the_direction_and_its_line_must_agree(client: TestClient) -> None:
     assert r.status_code == 422 and "下联" in r.text and "上联中出现" not in r.text
 
 
+@pytest.mark.slow
 def test_a_bundle_without_a_reverse_model_says_so(tmp_path: Path, settings: Settings, vocab: Vocab) -> None:
     bundle = build_bundle(tmp_path / "m", vocab, seed=4, version="test-no-reverse")
     app = create_app(settings.model_copy(update={"model_dir": bundle}))

@@ -62,6 +62,7 @@ def test_a_name_gets_whole_couplets(site: LiveServer) -> None:
     assert post(site, {"head": "张伟", "length": 7, "n": 3}).json() == body  # deterministic
 
 
+@pytest.mark.slow
 def test_the_command_line_prints_the_sites_object(site: LiveServer) -> None:
     if not SCRIPT.is_file():
         pytest.fail(f"no console script {SCRIPT}: install the project again (pip install -e .)")

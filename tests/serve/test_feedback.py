@@ -88,6 +88,7 @@ async def post_many(url: str, n: int) -> list[httpx.Response]:
         )
 
 
+@pytest.mark.slow
 def test_hundreds_of_concurrent_posts_are_all_stored(live: LiveServer, settings: Settings) -> None:
     n = 300
     responses = asyncio.run(post_many(live.url, n))

@@ -71,6 +71,7 @@ def call(package: ModuleType, operation: str, client: Any, body: Any) -> Any:
     return module.sync_detailed(client=client, body=body)
 
 
+@pytest.mark.slow
 def test_a_generated_client_calls_the_api_and_reads_its_refusals(
     live_limited: LiveServer, tmp_path: Path
 ) -> None:

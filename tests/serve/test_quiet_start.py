@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from crawler.localredis import free_port
 from data.paths import ROOT
 from tests.serve.test_observability import wait_healthy
@@ -16,6 +18,7 @@ from tests.serve.test_observability import wait_healthy
 LIBRARIES = ("onnxscript", "onnx_ir", "torch.onnx", "torch.export")
 
 
+@pytest.mark.slow
 def test_a_first_server_start_logs_one_export_and_none_of_the_exporters_lines(
     bundle_a: Path, tmp_path: Path
 ) -> None:
@@ -41,6 +44,7 @@ def test_a_first_server_start_logs_one_export_and_none_of_the_exporters_lines(
     assert len(lines) < 30, "\n".join(lines)
 
 
+@pytest.mark.slow
 def test_a_first_command_line_run_prints_its_own_lines_only(bundle_a: Path, tmp_path: Path) -> None:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     script = Path(sys.executable).with_name("duilian")

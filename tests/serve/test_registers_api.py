@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from fastapi.testclient import TestClient
 
 from data.vocab import Vocab
@@ -16,6 +17,7 @@ from tests.serve.conftest import build_bundle
 UPPER = "春风得意"
 
 
+@pytest.mark.slow
 def test_a_bundle_with_registers_writes_in_each(tmp_path: Path, settings: Settings, vocab: Vocab) -> None:
     bundle = build_bundle(tmp_path / "m", vocab, seed=4, version="test-registers", registers=3)
     with TestClient(create_app(settings.model_copy(update={"model_dir": bundle}))) as c:

@@ -54,6 +54,7 @@ def test_a_bundle_that_differs_from_its_sums_is_refused_and_the_old_model_keeps_
     assert r.status_code == 200 and r.json()["version"] == "test-b"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("processes", [0, 2])
 def test_reload_under_load_fails_no_request(
     settings: Settings, bundle_a: Path, bundle_b: Path, processes: int

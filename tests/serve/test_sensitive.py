@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 import torch
 from fastapi.testclient import TestClient
 
@@ -29,6 +30,7 @@ def test_the_model_would_say_the_bad_word(bad_bundle: Path) -> None:
         assert raw_candidates(bad_bundle, upper, 5)[0] == BAD_WORD
 
 
+@pytest.mark.slow
 def test_bundled_word_list_filters_every_response(settings: Settings, bad_bundle: Path) -> None:
     with TestClient(create_app(settings.model_copy(update={"model_dir": bad_bundle}))) as c:
         for upper in UPPERS:
@@ -76,6 +78,7 @@ def test_a_short_answer_is_decoded_again_with_more_candidates(settings: Settings
     assert all(BAD_WORD not in cand["text"] for cand in body["candidates"])
 
 
+@pytest.mark.slow
 def test_with_the_table_the_search_avoids_the_word_and_nothing_is_withheld(
     settings: Settings, blocked_bundle: Path
 ) -> None:

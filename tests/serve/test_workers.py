@@ -74,6 +74,7 @@ def graph_files(folder: Path) -> dict[str, tuple[int, bytes]]:
     return {p.name: (p.stat().st_ino, p.read_bytes()) for p in folder.iterdir()}
 
 
+@pytest.mark.slow
 def test_workers_keep_their_graphs_and_a_restart_or_reload_reads_them(
     settings: Settings, tmp_path: Path
 ) -> None:

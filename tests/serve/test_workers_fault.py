@@ -54,6 +54,7 @@ def pooled(settings: Settings, bundle_a: Path, tmp_path: Path) -> Iterator[tuple
         yield client, bundle
 
 
+@pytest.mark.slow
 def test_a_killed_worker_is_replaced_the_other_answers_and_health_is_degraded_meanwhile(
     pooled: tuple[TestClient, Path],
 ) -> None:
@@ -170,6 +171,7 @@ def test_a_lone_killed_worker_is_replaced_and_the_waiting_requests_answered(
         assert client.get("/api/v1/health").status_code == 200
 
 
+@pytest.mark.slow
 def test_a_killed_server_leaves_no_decode_worker(bundle_a: Path, tmp_path: Path) -> None:
     port = free_port()
     env = {

@@ -184,6 +184,7 @@ def test_upper_line_ending_level_is_flagged(decoder):
     assert all(c.report.tone_end is True for c in result.candidates)
 
 
+@pytest.mark.slow
 def test_make_eval_compares_rules_on_and_off_and_each_weight(tmp_path, vocab, pairs, decoder):
     from model.net.checkpoint import save
     from model.release.evaluate import main
@@ -251,6 +252,7 @@ def test_make_eval_rejects_a_bad_comparison_before_decoding(
     assert main([*args, "--compare-model", str(tmp_path / "none.pt")]) == 2
 
 
+@pytest.mark.slow
 def test_make_eval_compares_another_model_on_the_same_lines(tmp_path, vocab, pairs, decoder):
     """A checkpoint beside the asked one: the same weights give a zero paired difference,
     other weights their own figures."""

@@ -64,6 +64,7 @@ def of(t: torch.Tensor) -> np.ndarray:
     return out
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("aligned", [True, False])
 def test_engine_steps_match_the_models_cached_steps(vocab: Vocab, aligned: bool) -> None:
     """Encoder, KV-cached steps with beams reordered between them, the teacher-forced
@@ -182,6 +183,7 @@ def test_decoder_on_onnx_gives_pytorchs_lines(vocab: Vocab, options: DecodeOptio
             assert g.score == pytest.approx(w.score, abs=1e-4)
 
 
+@pytest.mark.slow
 def test_int8_onnx_decoder_keeps_the_rules_and_close_scores(vocab: Vocab) -> None:
     s2s, tagger = models(vocab)
     decoder = Decoder(s2s, vocab, int8=True, proposer=tagger, runtime="onnx", graph_cache=graph_cache_dir())
@@ -212,6 +214,7 @@ def _answers(decoder: Decoder) -> list[list[tuple[str, float, float]]]:
     ]
 
 
+@pytest.mark.slow
 def test_cached_graphs_decode_exactly_as_freshly_exported_ones(vocab: Vocab, tmp_path: Path) -> None:
     s2s, tagger = models(vocab)
     fresh = _answers(Decoder(s2s, vocab, int8=True, proposer=tagger, runtime="onnx"))
@@ -235,6 +238,7 @@ def test_cached_graphs_decode_exactly_as_freshly_exported_ones(vocab: Vocab, tmp
     assert _answers(second) == fresh  # the very scores, not close ones
 
 
+@pytest.mark.slow
 def test_the_cache_key_follows_the_weights_and_a_damaged_graph_is_replaced(
     vocab: Vocab, tmp_path: Path
 ) -> None:
@@ -261,6 +265,7 @@ def _write_often(folder: Path, fill: bytes, times: int) -> None:
         cache.write("step", True, fill * (1 << 20))
 
 
+@pytest.mark.slow
 def test_two_processes_writing_one_entry_at_once_leave_it_whole(tmp_path: Path) -> None:
     """Two real processes rewrite the same entry (as two decode workers starting together) while
     this one reads it: every read is one writer's whole graph, never a mix or a part, and no
@@ -281,6 +286,7 @@ def test_two_processes_writing_one_entry_at_once_leave_it_whole(tmp_path: Path) 
     assert [p.name for p in tmp_path.iterdir()] == [cache.path("step", True).name]
 
 
+@pytest.mark.slow
 def test_the_int8_tagger_quantises_every_product_with_a_weight_its_tied_head_too(
     vocab: Vocab, tmp_path: Path
 ) -> None:

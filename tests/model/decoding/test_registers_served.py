@@ -38,6 +38,7 @@ def registered(vocab: Vocab, n_registers: int = 3) -> CoupletTransformer:
     return model.eval()
 
 
+@pytest.mark.slow
 def test_the_onnx_encoder_adds_the_register_as_pytorch_does(vocab: Vocab) -> None:
     model = registered(vocab)
     engine = OnnxTransformer(model, cache_dir=graph_cache_dir())

@@ -304,6 +304,7 @@ def test_bundle_carries_the_proposer(tmp_path: Path, dvocab: Vocab) -> None:
     assert load_bundle(export_bundle(tmp_path / "plain", s2s, dvocab)).proposer is None
 
 
+@pytest.mark.slow
 def test_tiny_tagger_memorises_pairs_and_is_bundled_as_proposer(
     tmp_path: Path, data_folder: Path, pairs: list[tuple[str, str]]
 ) -> None:

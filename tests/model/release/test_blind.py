@@ -158,6 +158,7 @@ def test_a_key_inside_the_sheet_folder_is_refused(tmp_path: Path, capsys: pytest
     assert "1 lines for 6 upper lines" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_the_shipped_model_as_a_system(tmp_path: Path) -> None:
     out = tmp_path / "s"
     argv = ["sheet", "--lines", str(write_lines(tmp_path)), "--out", str(out), "--limit", "2"]
@@ -177,6 +178,7 @@ def test_interval_and_sign_test() -> None:
     assert p_value(sign_test(0, 20)) == "< 0.001" and p_value(0.0625) == "0.0625"
 
 
+@pytest.mark.slow
 def test_a_reverse_sheet_gives_lower_lines_and_asks_about_upper_lines(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -219,6 +221,7 @@ def test_a_reverse_sheet_gives_lower_lines_and_asks_about_upper_lines(
     assert "has no reverse model" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_a_model_with_registers_writes_each_group_in_its_register(tmp_path: Path, pairs) -> None:
     """The formal lines in the formal register, the classical ones in the classical one, the rest
     (here wb14123) in the general one: each line as the decoder writes it in that register."""

@@ -2,6 +2,8 @@
 
 import json
 
+import pytest
+
 from model.release.card import main
 from model.release.card_goals import Goal, goals
 
@@ -197,6 +199,7 @@ def test_card_opens_with_model_card_metadata_from_eval_json(tmp_path):
     assert meta["license"] == "agpl-3.0" and "model-index" not in meta
 
 
+@pytest.mark.slow
 def test_how_to_use_runs_as_written(tmp_path):
     """The card's Python snippets and command line, run on a bundle as the card gives them."""
     import os

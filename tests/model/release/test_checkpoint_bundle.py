@@ -165,6 +165,7 @@ def test_bundle_carries_the_known_lower_lines(tmp_path, vocab: Vocab, pairs) -> 
         load_bundle(out)
 
 
+@pytest.mark.slow
 def test_an_earlier_formats_bundle_is_refused_saying_how_to_convert(tmp_path, vocab: Vocab, pairs) -> None:
     """Bundles made before safetensors (model.pt) or before blocks (known_lowers.txt.xz) are not
     read: the refusal names the file and the commit that converts them, on the command line too."""
@@ -373,6 +374,7 @@ def test_bundle_payload_must_be_listed_and_old_bundles_load_with_a_warning(
         load_bundle(out)
 
 
+@pytest.mark.slow
 def test_the_manifest_command_writes_and_checks(tmp_path, vocab: Vocab, pairs) -> None:
     out = export_small(tmp_path / "bundle", vocab, pairs)
     (out / MANIFEST_FILE).unlink()
@@ -569,3 +571,32 @@ def test_a_bundles_graph_key_follows_its_files_through_the_manifest(tmp_path, vo
     unlisted = load_bundle(copy)
     assert unlisted.sums == {} and graph_key(unlisted, "model") == graph_key(load_bundle(copy), "model")
     assert graph_key(unlisted, "model") != key_a
+
+
+def test_the_same_model_exports_to_the_same_files(tmp_path, pairs) -> None:
+    """A bundle's files are a function of its model and vocabulary: no folder name in the
+    vocabulary, the weights' metadata in one order (safetensors writes it in a random one), so
+    the manifest, and the graph-cache keys made of it, are found again by the next export."""
+    from safetensors.torch import load, save
+
+    from model.release.weights import canonical_header
+
+    lines = [line for pair in pairs for line in pair]
+    vocabs = [Vocab.train(lines, tmp_path / name / "spm") for name in ("one", "two")]
+    assert vocabs[0].to_bytes() == vocabs[1].to_bytes()
+    assert b"one" not in vocabs[0].to_bytes() and str(tmp_path).encode() not in vocabs[0].to_bytes()
+    bundles = [
+        export_bundle(tmp_path / f"b{i}", make_model(v), v, train_pairs=pairs) for i, v in enumerate(vocabs)
+    ]
+    assert read_manifest(bundles[0]) == read_manifest(bundles[1])
+
+    blob = save({"w": torch.ones(2, 3)}, metadata={"format": "pt", "b": "1", "a": "2"})
+    size = int.from_bytes(blob[:8], "little")
+    header = json.loads(blob[8 : 8 + size])
+    shuffled = {"__metadata__": {"format": "pt", "b": "1", "a": "2"}, **{"w": header["w"]}}
+    text = json.dumps(shuffled, separators=(",", ":")).encode().ljust(size)
+    other = blob[:8] + text + blob[8 + size :]
+    assert canonical_header(other) == canonical_header(blob)
+    got = json.loads(canonical_header(other)[8 : 8 + size])
+    assert list(got["__metadata__"]) == ["a", "b", "format"] and got["w"] == header["w"]
+    assert load(canonical_header(other))["w"].equal(torch.ones(2, 3))

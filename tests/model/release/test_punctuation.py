@@ -42,6 +42,7 @@ def test_every_mark_couplets_use_is_punctuation() -> None:
     assert set(MARKS) <= PUNCTUATION
 
 
+@pytest.mark.slow
 def test_a_final_full_stop_changes_neither_candidates_nor_badge(bundle: Bundle, decoder: Decoder) -> None:
     uppers = upper_lines()
     options = DecodeOptions(n_best=10)

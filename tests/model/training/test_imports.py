@@ -10,6 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[3]
 
 # None in sys.modules makes `import name` raise ImportError, as a missing package does
@@ -32,6 +34,7 @@ def run(code: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True)
 
 
+@pytest.mark.slow
 def test_training_imports_without_pypinyin_and_pyahocorasick() -> None:
     done = run(BLOCKED)
     assert done.returncode == 0, done.stderr

@@ -68,6 +68,7 @@ def test_bucket_batches_deterministic_and_within_budget() -> None:
     assert all(len(b) == 1 or max(lengths[i] for i in b) * 2 * len(b) <= 200 for b in a)
 
 
+@pytest.mark.slow
 def test_tiny_model_memorises_50_pairs_and_exports_a_bundle(
     tmp_path: Path, data_folder: Path, pairs, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -117,6 +118,7 @@ def final_state(out: Path) -> dict[str, torch.Tensor]:
     return load_checkpoint(last)["state_dict"]
 
 
+@pytest.mark.slow
 def test_resume_after_sigkill_matches_uninterrupted_run(tmp_path: Path, data_folder: Path) -> None:
     steps, opts = 40, ["--set", "save_every=10", "--set", "eval_every=20", "--set", "batch_tokens=300"]
     ref, killed = tmp_path / "ref", tmp_path / "killed"
@@ -151,6 +153,7 @@ def damage(path: Path, how: str) -> None:
         path.write_bytes(data[:middle])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("how", ["random bytes", "truncated"])
 def test_a_damaged_newest_checkpoint_is_named_and_skipped_and_resuming_falls_back(
     tmp_path: Path, data_folder: Path, capsys: pytest.CaptureFixture[str], how: str
@@ -208,6 +211,7 @@ def test_a_nan_loss_stops_training_with_a_message_and_saves_nothing(
     assert log_steps(out / "train_log.csv") == [1, 2, 3, 4]
 
 
+@pytest.mark.slow
 def test_a_run_killed_before_its_first_checkpoint_writes_its_log_rows_once(
     tmp_path: Path, data_folder: Path
 ) -> None:
@@ -229,6 +233,7 @@ def test_a_run_killed_before_its_first_checkpoint_writes_its_log_rows_once(
     assert log_steps(out / "valid_log.csv") == [3, 6, 9, 10]
 
 
+@pytest.mark.slow
 def test_ctrl_c_saves_the_step_it_stopped_at_and_the_same_command_resumes(
     tmp_path: Path, data_folder: Path
 ) -> None:
@@ -260,6 +265,7 @@ def test_ctrl_c_saves_the_step_it_stopped_at_and_the_same_command_resumes(
     assert load_checkpoint(sorted((out / "checkpoints").glob("step-*.pt"))[-1])["step"] == saved["step"] + 5
 
 
+@pytest.mark.slow
 def test_a_changed_schedule_starts_a_new_stretch_for_early_stopping(
     tmp_path: Path, data_folder: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -335,6 +341,7 @@ def test_distillation_loss_mixes_the_references_and_the_teacher(pairs, vocab) ->
         assert mixed == pytest.approx(0.75 * ce + 0.25 * kl, rel=1e-5)
 
 
+@pytest.mark.slow
 def test_a_run_with_a_teacher_learns_its_distributions(
     tmp_path: Path, data_folder: Path, pairs, vocab, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -367,6 +374,7 @@ def test_a_run_with_a_teacher_learns_its_distributions(
     assert "cannot teach" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_two_process_ddp_ends_with_identical_weights(tmp_path: Path, data_folder: Path) -> None:
     args = ["--nproc_per_node=2", "-m", "model.train", *cli(data_folder, tmp_path, 15, "--device", "cpu")]
     proc = run_module(["--standalone", *args], module="torch.distributed.run")
