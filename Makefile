@@ -51,14 +51,14 @@ sysdeps:
 test: $(PY) sysdeps ## run the test suite on every core (installs Redis, PostgreSQL, Chromium, wrk if missing)
 	$(PY) -m pytest -n auto --dist loadfile $(TEST_ARGS)
 
-# the edit-run loop: lint, then the tests that need no server, browser, corpus or database
+# the edit-run loop: lint, then the tests that need no browser, corpus, Redis or PostgreSQL
 # and take under about two seconds, on every core, the exported graphs kept between runs
 FAST := not slow and not browser and not corpus and not postgres and not redis
 check: $(PY) ## lint and the fast tests (about two minutes; make test runs them all)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy bench crawler data duilian model serve tests
-	DUILIAN_TEST_GRAPH_CACHE=$(CURDIR)/work/cache/test-onnx $(PY) -m pytest -n auto -q -m "$(FAST)" $(TEST_ARGS)
+	DUILIAN_TEST_GRAPH_CACHE=$(CURDIR)/work/cache/test-onnx $(PY) -m pytest -n auto --dist loadfile -q -m "$(FAST)" $(TEST_ARGS)
 
 lint: $(PY) ## ruff and mypy
 	$(VENV)/bin/ruff check .

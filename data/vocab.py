@@ -73,6 +73,12 @@ class Vocab:
     def to_bytes(self) -> bytes:
         return self._proto
 
+    def same_as(self, other: Vocab) -> bool:
+        """Whether ``other`` gives every character the same id: the same pieces in the same
+        order. Not the same bytes: a model file also records how it was trained (a vocabulary
+        trained before session 28 names the folder it was written to)."""
+        return self._pieces == other._pieces
+
     def __len__(self) -> int:
         return len(self._pieces)
 

@@ -7,7 +7,7 @@ all, child processes included, at one folder, so each model is exported once per
 cache keys on the weights and the traced code, so no test reads another model's graphs. The
 tests about exporting and caching pass their own folders, or none.
 
-``worker_id`` is pytest-xdist's fixture: ``make test`` runs the tests on every core."""
+``make test`` runs the tests on every core (pytest-xdist's workers, ``PYTEST_XDIST_WORKER``)."""
 
 from __future__ import annotations
 
@@ -32,14 +32,14 @@ def redis_url() -> Iterator[str]:
 
 
 @pytest.fixture(scope="session", autouse=True)
-def graph_cache(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> Iterator[Path]:
+def graph_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     """The run's graph folder: shared by pytest-xdist's workers (beside their own temporary
     folders; the cache's entries are written whole by one process at a time), or
     ``DUILIAN_TEST_GRAPH_CACHE`` when set (``make check`` keeps one between runs)."""
     kept = os.environ.get("DUILIAN_TEST_GRAPH_CACHE")
     if kept:
         folder = Path(kept)
-    elif worker_id == "master":
+    elif os.environ.get("PYTEST_XDIST_WORKER") is None:  # one process: no workers to share with
         folder = tmp_path_factory.mktemp("onnx-graphs")
     else:
         folder = tmp_path_factory.getbasetemp().parent / "onnx-graphs"

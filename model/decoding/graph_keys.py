@@ -20,6 +20,8 @@ _TRACED_SOURCES = (
     _HERE / "graph_keys.py",
     _HERE.parent / "net" / "transformer.py",
     _HERE.parent / "net" / "tagger.py",
+    _HERE.parent / "net" / "config.py",
+    _HERE.parent / "net" / "capabilities.py",
 )
 
 

@@ -145,23 +145,20 @@ def save(path: str | os.PathLike[str], model: CoupletModel, vocab: Vocab, **kwar
     return save_checkpoint(make_checkpoint(model, vocab, **kwargs), path)
 
 
-SLIM_KEYS = ("step", "best_valid", "trainer", "train_config")
-
-
-def slim_checkpoint(src: str | os.PathLike[str], dst: str | os.PathLike[str]) -> Path:
-    """A training checkpoint's weights in fp16 with its vocabulary, step, best validation loss,
-    trainer state and training configuration, without the optimizer's moments or the random
-    state: about a sixth of the size, small enough to commit so that a long run outlives a lost
-    work tree. Training goes on from it with ``--init-from`` (a warm restart: a fresh optimizer,
-    the step and the schedule from the start; docs/TRAINING.md)."""
+def half_checkpoint(src: str | os.PathLike[str], dst: str | os.PathLike[str]) -> dict[str, Any]:
+    """``src`` (any checkpoint) as an fp16 weight-only checkpoint at ``dst``: its vocabulary,
+    step, best validation loss, trainer state and training configuration kept, the optimizer's
+    moments and the random state left out (about a sixth of a training checkpoint's size).
+    What a lent machine packs (model/training/pack.py) and ``python -m model.bundle --slim``
+    writes, small enough to commit; training goes on from it with ``--init-from`` (a warm
+    restart: a fresh optimizer, docs/TRAINING.md). Returns its step, best validation loss,
+    source file name and parameter count."""
     ckpt = load_checkpoint(src)
     model = model_from_checkpoint(ckpt)
-    kept = {k: ckpt[k] for k in SLIM_KEYS if k in ckpt and k not in ("step", "best_valid")}
-    slim = make_checkpoint(
-        model, Vocab(ckpt["vocab"]), step=int(ckpt.get("step") or 0), best_valid=ckpt.get("best_valid"),
-        half=True, slimmed_from=Path(src).name, **kept,
-    )  # fmt: skip
-    return save_checkpoint(slim, dst)
+    meta = {"step": ckpt.get("step", 0), "best_valid": ckpt.get("best_valid")}
+    kept = {k: ckpt[k] for k in ("trainer", "train_config") if k in ckpt}
+    save_checkpoint(make_checkpoint(model, Vocab(ckpt["vocab"]), half=True, **meta, **kept), dst)
+    return {**meta, "source": Path(src).name, "parameters": model.num_parameters()}
 
 
 def _one_line(e: BaseException) -> str:
@@ -223,17 +220,17 @@ def load_proposer_and_meta(
 ) -> tuple[CoupletTagger, dict[str, Any]]:
     """``load_proposer``, and its checkpoint's ``step`` and ``best_valid``, from one read."""
     ckpt = load_checkpoint(path)
-    check_proposer(ckpt, vocab.to_bytes(), path)
+    check_proposer(ckpt, vocab, path)
     meta = {"step": ckpt.get("step", 0), "best_valid": ckpt.get("best_valid")}
     return cast(CoupletTagger, model_from_checkpoint(ckpt, dtype).eval()), meta
 
 
-def check_proposer(ckpt: dict[str, Any], vocab: bytes, path: Path) -> None:
+def check_proposer(ckpt: dict[str, Any], vocab: Vocab, path: Path) -> None:
     """ValueError unless the checkpoint dict ``ckpt`` (from ``path``) holds an encoder-only
-    tagger on the vocabulary ``vocab`` (``Vocab.to_bytes()``): checked before any weights are
+    tagger on the vocabulary ``vocab`` (``Vocab.same_as``): checked before any weights are
     built, so `python -m serve` can check a bundle's proposer before start-up."""
     kind = ckpt["model_config"].get("kind", "seq2seq")
     if kind != "tagger":
         raise ValueError(f"{path}: a proposer must be an encoder-only tagger, not a {kind} model")
-    if ckpt["vocab"] != vocab:
+    if not Vocab(ckpt["vocab"]).same_as(vocab):
         raise ValueError(f"{path}: the proposer's vocabulary differs from the model's")

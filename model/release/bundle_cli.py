@@ -9,7 +9,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from model.net.checkpoint import slim_checkpoint
+from model.net.checkpoint import half_checkpoint
 from model.release.export import add_reverse, export_checkpoint, quantize_bundle
 from model.release.layout import (
     MANIFEST_FILE,
@@ -32,7 +32,7 @@ def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python -m model.bundle",
         description="write or check a bundle's SHA256SUMS, add a reverse model, rewrite its weights "
-        "in another dtype, or export its model as a training checkpoint",
+        "in another dtype, export its model as a training checkpoint, or slim a training checkpoint",
     )
     action = p.add_mutually_exclusive_group(required=True)
     action.add_argument("--write-manifest", type=Path, metavar="DIR", help="write DIR/SHA256SUMS")
@@ -79,7 +79,7 @@ def _parser() -> argparse.ArgumentParser:
 def _run(step: Callable[[], str]) -> int:
     try:
         print(step())
-    except (BundleError, OSError, ValueError) as e:
+    except (BundleError, OSError, ValueError, KeyError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
     return 0
@@ -94,9 +94,9 @@ def _slim(src: Path, out: Path | None) -> int:
         return 2
 
     def slimmed() -> str:
-        written = slim_checkpoint(src, out)
-        before, after = src.stat().st_size / 1e6, written.stat().st_size / 1e6
-        return f"wrote {written} ({after:.2f} MB, was {before:.2f}): go on with --init-from {written}"
+        half_checkpoint(src, out)
+        before, after = src.stat().st_size / 1e6, out.stat().st_size / 1e6
+        return f"wrote {out} ({after:.2f} MB, was {before:.2f}): go on with --init-from {out}"
 
     return _run(slimmed)
 

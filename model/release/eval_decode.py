@@ -114,6 +114,6 @@ def load_proposer(path: Path, vocab: Vocab) -> Any:
     model, its_vocab, _, _ = load_models(path)
     if model.cfg.kind != "tagger":
         raise ValueError(f"{path}: a proposer must be an encoder-only tagger, not a {model.cfg.kind} model")
-    if its_vocab.to_bytes() != vocab.to_bytes():
+    if not its_vocab.same_as(vocab):
         raise ValueError(f"{path}: the proposer's vocabulary differs from the model's")
     return model

@@ -21,6 +21,7 @@ from data.paths import data_dir, default_model_dir, work_dir
 from data.text import REGISTERS
 from data.tones import MODES as TONE_MODES
 from model.decoding.options import MAX_CANDIDATES, RUNTIMES, SERVE_INT8, SERVE_RUNTIME, DecodeOptions
+from model.decoding.registers import register_index
 from model.release.eval_decode import load_any, load_proposer
 from model.release.eval_files import evaluate_files
 from model.release.eval_tables import comparison_table, markdown
@@ -249,6 +250,9 @@ def main(argv: list[str] | None = None) -> int:
             raise ValueError("--fast needs a proposer: a bundle with one, or --proposer PATH")
         if args.no_proposer or args.greedy:
             proposer = None
+        register_index(args.register, model.cfg.n_registers)  # a model without it: refused here
+        if args.greedy and args.register != "general":
+            raise ValueError("--greedy decodes in the general register only; leave out --register")
         train_path = folder / "train.tsv"
         lowers = [lo for _, lo in read_tsv(train_path)] if train_path.exists() else []
         options = decode_options(args)
@@ -263,7 +267,7 @@ def main(argv: list[str] | None = None) -> int:
         others = [(label, model, proposer, pairing, replace(options, **change)) for label, change in variants]
         for path in args.compare_model:  # another model, the same search: a bundle with its proposer
             other, other_vocab, other_proposer, other_pairing = load_any(path)  # loaded (and checked) first
-            if other_vocab.to_bytes() != vocab.to_bytes():
+            if not other_vocab.same_as(vocab):
                 raise ValueError(f"--compare-model {path}: its vocabulary differs from the model's")
             if not path.is_dir() or args.no_proposer:  # a checkpoint: beside the asked proposer
                 other_proposer = None if args.no_proposer else proposer

@@ -171,7 +171,7 @@ def add_reverse(root: str | os.PathLike[str], checkpoint: str | os.PathLike[str]
 
     model, vocab, _, _ = load_models(root)
     reverse, its_vocab, meta = load_model(Path(checkpoint))
-    if its_vocab.to_bytes() != vocab.to_bytes():
+    if not its_vocab.same_as(vocab):
         raise BundleError(f"{checkpoint}: its vocabulary differs from {root / VOCAB_FILE}")
     check_reverse(model, reverse)
     with changed_copy(root) as tmp:

@@ -18,6 +18,7 @@ from data.banners import BANNERS_FILE
 from data.pairing import PairingTable
 from data.paths import corpus_dir, default_model_dir, work_dir
 from data.sensitive import ALLOW_LIST, SensitiveFilter, hash_words, normalised, read_words
+from data.vocab import Vocab
 from model.decoding.blocked import BlockedWords
 from model.decoding.options import DecodeOptions
 from model.net.checkpoint import load_checkpoint, load_model
@@ -211,7 +212,7 @@ def finish_run(args: argparse.Namespace) -> Path:
     folder = Path(args.data_dir)
     max_len = int(ckpt["model_config"].get("max_len", 64))
     vocab, train, _ = load_data(folder, max_len, 4096)
-    if vocab.to_bytes() != ckpt["vocab"]:
+    if not vocab.same_as(Vocab(ckpt["vocab"])):
         raise UsageError(f"{folder}/spm.model is not the vocabulary {run} was trained with")
     proposer: Path | None = None
     if args.proposer is not None:

@@ -156,15 +156,15 @@ def canonical_header(blob: bytes) -> bytes:
     """A safetensors file's bytes with its metadata's keys in sorted order: safetensors writes
     them in a random one, so the same tensors gave files with other sums (a bundle exported twice
     differed, and so did the graph-cache keys made of its sums). The header's length stays as it
-    was; the tensors' entries and data are unchanged."""
+    was (or grows to the next multiple of 8, as safetensors pads it); the tensors' entries and
+    data are unchanged."""
     size = int.from_bytes(blob[:8], "little")
     header = json.loads(blob[8 : 8 + size])
     meta = header.pop("__metadata__", None)
     ordered = ({"__metadata__": dict(sorted(meta.items()))} if meta else {}) | header
     text = json.dumps(ordered, separators=(",", ":"), ensure_ascii=False).encode()
-    if len(text) > size:  # not a header this reordering can rewrite in place: left as written
-        return blob
-    return blob[:8] + text.ljust(size) + blob[8 + size :]
+    text = text.ljust(max(size, -(-len(text) // 8) * 8))  # the data's offsets count from its start
+    return len(text).to_bytes(8, "little") + text + blob[8 + size :]
 
 
 def save_model_files(
@@ -188,7 +188,7 @@ def save_model_files(
     tensors = stored_tensors(state, set(aliases) | set(shared or {}), dtype)
     blob = save(tensors, metadata={"format": "pt", DIGEST_KEY: _digest(tensors)})
     weights.write_bytes(canonical_header(blob))
-    os.chmod(weights, 0o644)  # safetensors makes it 0600: a server running as another user must read it
+    os.chmod(weights, 0o644)  # whatever the umask: a server running as another user must read it
     text = json.dumps(
         model_config_json(model, vocab, vocab_file, weights.name, training, shared, dtype),
         ensure_ascii=False,

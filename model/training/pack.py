@@ -24,8 +24,7 @@ from typing import Any
 
 import torch
 
-from data.vocab import Vocab
-from model.net.checkpoint import load_checkpoint, make_checkpoint, model_from_checkpoint, save_checkpoint
+from model.net.checkpoint import half_checkpoint
 from model.training.errors import UsageError
 from model.training.hardware import hardware_description
 from model.training.run import run_checkpoint
@@ -36,15 +35,6 @@ DEVICE_FILE, PROPOSER_DIR = "device.json", "proposer"
 
 
 # ---- there: pack ---------------------------------------------------------------------
-
-
-def half_checkpoint(src: Path, dst: Path) -> dict[str, Any]:
-    """``src`` (any checkpoint) as an fp16 weight-only checkpoint at ``dst``; returns its meta."""
-    ckpt = load_checkpoint(src)
-    model = model_from_checkpoint(ckpt)
-    meta = {"step": ckpt.get("step", 0), "best_valid": ckpt.get("best_valid")}
-    save_checkpoint(make_checkpoint(model, Vocab(ckpt["vocab"]), half=True, **meta), dst)
-    return {**meta, "source": src.name, "parameters": model.num_parameters()}
 
 
 def pack(

@@ -122,3 +122,25 @@ def test_perplexity_is_taken_in_the_register_asked_for(vocab: Vocab, pairs) -> N
         model.register_embed.weight.normal_(0.0, 1.0)
     general, formal = perplexity(model, vocab, some, 0), perplexity(model, vocab, some, 2)
     assert general != formal and general == perplexity(model, vocab, some)
+
+
+def test_a_register_the_model_lacks_is_refused_before_decoding(
+    tmp_path: Path, vocab: Vocab, data_folder: Path, capsys
+) -> None:
+    """``--register formal`` on a model without registers: exit 2 naming the register, no
+    eval.json of empty lines; ``--greedy`` decodes in the general register only."""
+    from model.net.checkpoint import save
+
+    model = CoupletTransformer(ModelConfig(vocab_size=len(vocab), d_model=32, n_enc_layers=1, n_dec_layers=1))
+    path = save(tmp_path / "plain.pt", model, vocab)
+    out = tmp_path / "eval"
+    args = ["--model", str(path), "--data-dir", str(data_folder), "--out", str(out), "--limit", "2"]
+    assert main([*args, "--register", "formal"]) == 2
+    assert "formal" in capsys.readouterr().err and not (out / "eval.json").exists()
+    registered = build_model(
+        ModelConfig(vocab_size=len(vocab), d_model=32, n_enc_layers=1, n_dec_layers=1, n_registers=3)
+    )
+    path = save(tmp_path / "registers.pt", registered, vocab)
+    args[1] = str(path)
+    assert main([*args, "--register", "formal", "--greedy"]) == 2
+    assert "--greedy" in capsys.readouterr().err and not (out / "eval.json").exists()
