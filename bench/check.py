@@ -9,6 +9,11 @@ check, the JSON). Couplets: 7-character pairs of the wb14123 test set, each chec
 two ways on different halves (no cache helps); 100-character ones are test pairs joined clause by
 clause with "，" (each line exactly 100 characters, the longest the site accepts). The first
 check of each way, which reads jieba's parts of speech and pypinyin's phrases, is left out.
+
+With the suggestions (7 characters): ``api_suggest`` the whole request with the model in the
+server process, ``site_suggest`` with the site's two decode worker processes (the suggestions
+computed in one of them), ``suggest`` the check and its suggestions as ``duilian check`` computes
+them in this process (``*_100``: 100 characters, which the alternatives search refuses at once).
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ import os
 import statistics
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
 
@@ -30,6 +35,7 @@ from duilian.service import Engine, LoadedModel, set_decode_threads
 from duilian.suggest import suggest
 from model.decoding.answer import Alternatives
 from model.decoding.options import SERVE_INT8, SERVE_RUNTIME
+from model.decoding.plan import ConstraintError
 from model.release.bundle import Bundle, load_bundle
 from model.release.layout import has_model
 
@@ -87,8 +93,11 @@ def timed(fn: Callable[[str, str], object], pairs: list[tuple[str, str]]) -> dic
     }
 
 
-def api_of(folder: Path) -> tuple[Callable[[str, str], object], Callable[[], None]]:
-    """POST /api/v1/check through the real app (the model in the server process), and its close."""
+def api_of(
+    folder: Path, suggest: bool = False, processes: int = 0
+) -> tuple[Callable[[str, str], object], Callable[[], None]]:
+    """POST /api/v1/check through the real app (the model in the server process, or in
+    ``processes`` decode workers), with or without its suggestions, and its close."""
     from fastapi.testclient import TestClient
 
     from serve.main import create_app
@@ -97,13 +106,13 @@ def api_of(folder: Path) -> tuple[Callable[[str, str], object], Callable[[], Non
     db = tempfile.mkdtemp(prefix="bench-check-")
     settings = Settings(
         model_dir=folder, database_url=f"sqlite:///{db}/f.db", known_pairs=None, rate_limit_per_minute=0,
-        decode_processes=0,
+        decode_processes=processes,
     )  # fmt: skip
     client = TestClient(create_app(settings))
     client.__enter__()
 
     def run(upper: str, lower: str) -> object:
-        r = client.post("/api/v1/check", json={"upper": upper, "lower": lower, "suggest": False})
+        r = client.post("/api/v1/check", json={"upper": upper, "lower": lower, "suggest": suggest})
         if r.status_code != 200:
             raise RuntimeError(f"check answered {r.status_code}: {r.text}")
         return r.json()
@@ -117,9 +126,9 @@ class Suggesting:
     def __init__(self, model: LoadedModel) -> None:
         self.model, self.places, self.calls, self.couplets = model, 0, 0, 0
 
-    def ask(self, q: AlternativesQuery) -> Alternatives:
+    def ask(self, qs: Sequence[AlternativesQuery]) -> list[Alternatives | ConstraintError]:
         self.calls += 1
-        return self.model.alternatives(q)
+        return self.model.alternatives_at(qs)
 
     def __call__(self, upper: str, lower: str) -> object:
         report = check_with(self.model, upper, lower, "modern")
@@ -135,7 +144,9 @@ def suggest_figures(pairs: list[tuple[str, str]], prefix: str) -> dict[str, obje
     fn = Suggesting(model)
     out: dict[str, object] = {f"{prefix}_{k}": v for k, v in timed(fn, pairs).items()}
     out[f"{prefix}_places_per_couplet"] = round(fn.places / fn.couplets, 2)
-    out[f"{prefix}_alternatives_calls_per_couplet"] = round(fn.calls / fn.couplets, 2)
+    out[f"{prefix}_alternatives_asks_per_couplet"] = round(
+        fn.calls / fn.couplets, 2
+    )  # (one per line, a retry two)
     return out
 
 
@@ -157,6 +168,13 @@ def run(args: argparse.Namespace) -> dict[str, object]:
     finally:
         close()
     n_sug_short, n_sug_long = (11, 4) if quick else (61, 13)
+    for name, processes in (("api_suggest_7", 0), ("site_suggest_7", 2)):  # in the server; the site's workers
+        api, close = api_of(default_model_dir(), suggest=True, processes=processes)
+        try:  # the whole request with its suggestions, on other couplets than `suggest`'s below
+            pairs = short[n_short : n_short + n_sug_short]
+            out |= {f"{name}_{k}": v for k, v in timed(api, pairs).items()}
+        finally:
+            close()
     out |= suggest_figures(short[:n_sug_short], "suggest_7")
     out |= suggest_figures(long[:n_sug_long], "suggest_100")
     out["load_average_at_start"] = round(os.getloadavg()[0], 2)

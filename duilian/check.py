@@ -19,7 +19,7 @@ import logging
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from data import rules
 from data.pairing import PairingTable
@@ -32,7 +32,16 @@ from duilian.suggestions import NO_MODEL, Suggestions, unavailable
 from model.release.fingerprint import normalise
 
 if TYPE_CHECKING:
-    from duilian.service import Library
+    from model.release.bundle import Bundle
+
+
+class Library(Protocol):
+    """What ``check_with`` reads of a bundle and its filters (``duilian.service.Library``)."""
+
+    bundle: Bundle
+
+    def known_lines(self, upper: str, found: list[str] | None = None) -> list[str]: ...
+
 
 KINDS_DOC = (
     "hard: a rule no training pair or candidate breaks (hard_ok is their conjunction); search: a tone "

@@ -88,7 +88,6 @@ def check(upper: str, lower: str, mode: str, model: Path | None, suggest: bool =
     # imported on use, as duilian/cli.py's load: `duilian --help` starts without the models' modules
     from duilian.check import check_with
     from duilian.service import Engine, Library, LoadedModel, set_decode_threads
-    from duilian.suggest import suggest as suggestions
     from model.decoding.options import SERVE_INT8, SERVE_RUNTIME
     from model.release.bundle import load_bundle
     from model.release.layout import has_model
@@ -105,7 +104,7 @@ def check(upper: str, lower: str, mode: str, model: Path | None, suggest: bool =
         loaded = LoadedModel.load(folder, None, engine, warm=False, lazy=True)
         set_decode_threads(1)  # as the site's decode workers
         report = check_with(loaded, upper, lower, mode)
-        return replace(report, suggestions=suggestions(report, loaded.alternatives, loaded.bundle.pairing))
+        return replace(report, suggestions=loaded.suggestions(report))
     except (OSError, KeyError, RuntimeError) as exc:
         raise InputError("模型无法读取", f"the model bundle at {folder} cannot be read: {exc}") from exc
     except ValueError as exc:  # a damaged bundle, or classical tones without a 入声 table

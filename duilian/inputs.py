@@ -253,6 +253,7 @@ class AlternativesQuery:
     required_chars: str | None = None
     direction: str = FORWARD
     rules: bool = True  # False: ranked without the couplet rules (the check's suggestions judge them after)
+    pool: int | None = None  # characters scored whole (None: the decoder's ALTERNATIVE_POOL)
 
     @property
     def reverse(self) -> bool:

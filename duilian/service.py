@@ -23,7 +23,7 @@ import math
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, cast
@@ -33,12 +33,16 @@ from data.banners import BANNERS_FILE, BannerTable
 from data.segment import boundaries
 from data.sensitive import ALLOW_LIST, SensitiveFilter, read_words
 from data.text import REGISTERS
+from duilian.banners import banners_for, load_banner_table, with_banners
+from duilian.check import CheckReport
 from duilian.inputs import OVERSAMPLE, REVERSE, AlternativesQuery, Query
-from model.decoding.answer import Alternatives, Answer, Banner, Candidate, tone_marks
+from duilian.suggest import suggest
+from duilian.suggestions import Suggestions
+from model.decoding.answer import Alternatives, Answer, Banner, Candidate
 from model.decoding.blocked import BlockedWords
 from model.decoding.decoder import Decoder
 from model.decoding.onnx_engine import OnnxTagger, OnnxTransformer
-from model.decoding.options import DIVERSE_PENALTY, MAX_CANDIDATES, DecodeOptions, Runtime
+from model.decoding.options import ALTERNATIVE_POOL, DIVERSE_PENALTY, MAX_CANDIDATES, DecodeOptions, Runtime
 from model.decoding.plan import ConstraintError
 from model.release.bundle import Bundle, graph_key, head_weight_t, load_bundle, model_config, model_meta
 from model.release.layout import WEIGHTS_FILE
@@ -49,7 +53,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 RECHECK = 1.0  # seconds between looks at the 横批 table's file
 KNOWN_SHOWN = 5  # known lower lines in an answer, from the bundle or the corpus file
-BANNERS_SHOWN = 5  # 横批 per candidate
 
 
 def model_version(bundle: Bundle) -> str:
@@ -89,42 +92,6 @@ class Engine:
 
 
 DEFAULT_ENGINE = Engine()  # eager PyTorch in fp32 (the site's default is SERVE_INT8 on SERVE_RUNTIME)
-
-
-def load_banner_table(path: Path, is_clean: Callable[[str], bool]) -> BannerTable | None:
-    """A 横批 table that never gives a phrase ``is_clean`` refuses; None when the file is
-    unreadable (the service works without 横批)."""
-    try:
-        table = BannerTable.load(path)
-    except (OSError, ValueError, KeyError) as exc:
-        log.warning("横批 table not loaded from %s: %s", path, exc)
-        return None
-    table = table.screened(is_clean)
-    log.info("横批 table: %d phrases from %s", len(table.phrases), path)
-    return table
-
-
-def banners_for(
-    table: BannerTable, upper: str, lower: str, tone_mode: str, n: int = BANNERS_SHOWN
-) -> list[Banner]:
-    """Up to ``n`` 横批 for the couplet, best fit to its theme first."""
-    return banner_list(table.rank(upper, lower, n), tone_mode)
-
-
-def banner_list(ranked: list[tuple[str, float]], tone_mode: str) -> list[Banner]:
-    return [
-        Banner(text=text, tones=tone_marks(text, tone_mode), score=round(score, 4)) for text, score in ranked
-    ]
-
-
-def with_banners(answer: Answer, table: BannerTable, tone_mode: str) -> Answer:
-    """The answer with each candidate's 横批 (their fits in one product: about 2 ms for five)."""
-    ranked = table.rank_many([answer.couplet(c.text) for c in answer.candidates], BANNERS_SHOWN)
-    candidates = [
-        replace(c, banners=banner_list(found, tone_mode))
-        for c, found in zip(answer.candidates, ranked, strict=True)
-    ]
-    return replace(answer, candidates=candidates)
 
 
 def decode_options(q: Query, n_best: int) -> DecodeOptions:
@@ -393,23 +360,38 @@ class LoadedModel(Library):
     def alternatives(self, query: AlternativesQuery) -> Alternatives:
         """The best characters for ``query.position`` of its lower line, the rest kept, under every
         rule and the query's constraints (``Decoder.alternatives``): ``query.n`` of them and the
-        line's own (when it keeps the rules), without the ones a filter refuses (``OVERSAMPLE``
-        more are asked of the decoder for those); raises ``ConstraintError`` when none fits or
-        the input cannot be judged."""
+        line's own (when it keeps the rules), none a filter refuses (``OVERSAMPLE`` more asked for
+        those); raises ``ConstraintError`` when none fits or the input cannot be judged."""
+        (found,) = self.alternatives_at([query])
+        if isinstance(found, ConstraintError):
+            raise found
+        return found
+
+    def alternatives_at(self, queries: Sequence[AlternativesQuery]) -> list[Alternatives | ConstraintError]:
+        """``alternatives`` of queries that differ in their position only (one line's places: the
+        check's suggestions), the line read once (``Decoder.alternatives_at``); each query's answer
+        or refusal."""
+        q = queries[0]
+        if any(replace(other, position=q.position) != q for other in queries):
+            raise ValueError("alternatives_at takes queries that differ in their position only")
         options = DecodeOptions(
-            tone_mode=query.tone_mode,
-            locks=query.locks,
-            required_first=query.required_first,
-            required_chars=query.required_chars or "",
-            rules=query.rules,
+            tone_mode=q.tone_mode,
+            locks=q.locks,
+            required_first=q.required_first,
+            required_chars=q.required_chars or "",
+            rules=q.rules,
         )
-        found: Alternatives = self.decoder_for(query.direction).alternatives(
-            query.given,
-            query.written,
-            query.position,
-            options,
-            k=min(query.n + 1 + OVERSAMPLE, MAX_CANDIDATES),  # room for the line's own and filtered ones
+        k = min(q.n + 1 + OVERSAMPLE, MAX_CANDIDATES)  # room for the line's own and filtered ones
+        found = self.decoder_for(q.direction).alternatives_at(
+            q.given, q.written, [x.position for x in queries], options, k, q.pool or ALTERNATIVE_POOL
         )
+        return [f if isinstance(f, ConstraintError) else self._cleaned(f, q) for f in found]
+
+    def suggestions(self, report: CheckReport) -> Suggestions:
+        """The suggestions for a checked couplet (duilian/suggest.py), all its places in one walk."""
+        return suggest(report, self.alternatives_at, self.bundle.pairing)
+
+    def _cleaned(self, found: Alternatives, query: AlternativesQuery) -> Alternatives:
         clean = [a for a in found.alternatives if self.is_clean(a.text, query.given)]
         kept = [a for a in clean if not a.original][: query.n]
         kept = sorted(kept + [a for a in clean if a.original], key=lambda a: a.rank_score, reverse=True)

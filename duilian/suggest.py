@@ -10,13 +10,15 @@ every rule; the place is then asked again with the rules off and judged the same
 
 ``plan`` says which places to ask about (or why none: ``Unsuggestable``), ``queries`` what to ask,
 ``assemble`` builds the answer from what the search found; ``suggest`` does the three with a model
-in this process (the command line), serve/routers/check.py with the site's decode workers.
+in this process (the command line), serve/routers/check.py with the site's decode workers; all
+places of a line are asked in one ``alternatives_at`` (one walk of the line, one batch).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from itertools import islice
 
 from data import rules
 from data.pairing import PairingTable
@@ -30,6 +32,9 @@ from model.decoding.plan import ConstraintError
 
 MAX_PLACES = 3  # places of the lower line suggested for
 SHOWN = 3  # replacements shown for each place
+# characters scored whole at each place (the alternatives route scores 64): 24 keep the first
+# suggestion of 64 at 93% of places in about 60% of the time (docs/MEASUREMENTS.md)
+POOL = 24
 WEAK_PAIR = 1.0  # a character pair the pairing table scores below this is weak (天/地 about 3)
 PAIR = "pair"
 # the rules one character can mend, the worst broken first (length and punctuation cannot)
@@ -89,7 +94,7 @@ def queries(check: CheckReport, places: Sequence[Place], rules_on: bool = True) 
     """What to ask the alternatives search for each place."""
     return [
         AlternativesQuery(
-            check.upper, check.lower, p.position, MAX_ALTERNATIVES, check.tone_mode, rules=rules_on
+            check.upper, check.lower, p.position, MAX_ALTERNATIVES, check.tone_mode, rules=rules_on, pool=POOL
         )
         for p in places
     ]
@@ -121,7 +126,7 @@ def assemble(
         listed = [] if isinstance(answer, ConstraintError) else answer.alternatives
         positions = [p] if isinstance(answer, ConstraintError) else list(answer.positions)
         judged = (_judge(check, place, positions, a, before, pairing) for a in listed if not a.original)
-        shown = [r for r in judged if r is not None][:SHOWN]
+        shown = list(islice((r for r in judged if r is not None), SHOWN))  # (judged until enough)
         word = words.get(p)
         items.append(
             Suggestion(
@@ -150,10 +155,8 @@ def _judge(
     """``a`` as a replacement at ``place``: None when its line breaks anything the line kept
     (a new place in any rule's faults) or mends nothing that is weak there."""
     upper, mode, p = check.upper, check.tone_mode, place.position
-    ut = line_tones(upper, mode)
-    after = rules.rule_faults(
-        upper, a.text, rules.check(upper, a.text, mode, ut), ut, line_tones(a.text, mode)
-    )
+    # (a.report is the search's check of the line: data.rules.check in the check's tone mode)
+    after = rules.rule_faults(upper, a.text, a.report, line_tones(upper, mode), line_tones(a.text, mode))
     if any(set(after[name]) - set(before[name]) for name in after):
         return None
     score = pairing.get(upper[p], a.char) if pairing is not None else None
@@ -165,30 +168,22 @@ def _judge(
     return Replacement(a.char, a.text, mended + [PAIR] * pairs_better, _round(score), round(a.rank_score, 4))
 
 
-def suggest(
-    check: CheckReport,
-    ask: Callable[[AlternativesQuery], Alternatives],
-    pairing: PairingTable | None,
-) -> Suggestions:
-    """The suggestions, asking ``ask`` (``LoadedModel.alternatives``) one place at a time."""
+Ask = Callable[[Sequence[AlternativesQuery]], Sequence[Alternatives | ConstraintError]]
+
+
+def suggest(check: CheckReport, ask: Ask, pairing: PairingTable | None) -> Suggestions:
+    """The suggestions, asking ``ask`` (``LoadedModel.alternatives_at``) for all places at once."""
     try:
         places = plan(check, pairing)
     except Unsuggestable as exc:
         return exc.answer
-    found = [_ask(ask, q) for q in queries(check, places)]
+    found = list(ask(queries(check, places))) if places else []
     retry = [i for i, f in enumerate(found) if needs_retry(f)]
-    for i, q in zip(retry, queries(check, [places[i] for i in retry], rules_on=False), strict=True):
-        found[i] = _ask(ask, q)
+    if retry:
+        again = ask(queries(check, [places[i] for i in retry], rules_on=False))
+        for i, f in zip(retry, again, strict=True):
+            found[i] = f
     return assemble(check, places, found, pairing)
-
-
-def _ask(
-    ask: Callable[[AlternativesQuery], Alternatives], q: AlternativesQuery
-) -> Alternatives | ConstraintError:
-    try:
-        return ask(q)
-    except ConstraintError as exc:
-        return exc
 
 
 def _round(score: float | None) -> float | None:

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from data.sensitive import SensitiveFilter
+from duilian.check import CheckReport
 from duilian.inputs import AlternativesQuery, Query
 from duilian.service import (
     DEFAULT_ENGINE,
@@ -28,6 +29,7 @@ from duilian.service import (
     LoadedModel,
     word_filter,
 )
+from duilian.suggestions import Suggestions
 from model.decoding.answer import Alternatives, Answer
 from serve.batching import DecodeBatcher
 from serve.known_lines import KnownLines
@@ -110,7 +112,7 @@ class CoupletService:
         self._cache_size = cache_size
         self.max_pending = max_pending
         self.cache_hits = self.cache_misses = 0  # read by serve.observability's metrics
-        self._alternatives_on: Counter[int] = Counter()  # alternatives being answered, by id(model)
+        self._unbatched_on: Counter[int] = Counter()  # alternatives being answered, by id(model)
         self._cache_lock = threading.Lock()
         self._reload_lock = threading.Lock()
         self.shared: SharedCache | None = None  # answers shared with other servers (Settings.shared_cache)
@@ -151,28 +153,40 @@ class CoupletService:
         return model.finish(query, answer, self.known)
 
     async def alternatives(self, q: AlternativesQuery) -> Alternatives:
-        """The characters for one position of a lower line (``LoadedModel.alternatives``), on the
-        current model: in a decode worker, or a thread of this process. Not batched and not
-        cached (one small teacher-forced batch each); they count toward ``max_pending`` as
-        generate's do, and a reload retires the old model's workers only once they are answered."""
+        """The characters for one position of a lower line (``LoadedModel.alternatives``)."""
         model = self.model
+        found: Alternatives = await self._off_batch(model, model.alternatives, q)
+        return found
+
+    async def suggestions(self, report: CheckReport) -> Suggestions:
+        """The suggestions for a checked couplet (``LoadedModel.suggestions``): all its places in
+        one call, so one worker walks the line once and sends back only what is shown."""
+        model = self.model
+        found: Suggestions = await self._off_batch(model, model.suggestions, report)
+        return found
+
+    async def _off_batch(self, model: Served, method: Callable[[Any], Any], arg: object) -> Any:
+        """``method(arg)`` of ``model`` (the current one), in a decode worker or a thread of this
+        process: not batched with generate's lines and not cached, but counted toward
+        ``max_pending`` as they are; a reload retires the old model's workers only once these
+        are answered."""
         if self.pending >= self.max_pending:
             raise Busy
         with self._cache_lock:
-            self._alternatives_on[id(model)] += 1
+            self._unbatched_on[id(model)] += 1
         try:
-            return await asyncio.to_thread(model.alternatives, q)
+            return await asyncio.to_thread(method, arg)
         finally:
             with self._cache_lock:
-                self._alternatives_on[id(model)] -= 1
-                if not self._alternatives_on[id(model)]:
-                    del self._alternatives_on[id(model)]
+                self._unbatched_on[id(model)] -= 1
+                if not self._unbatched_on[id(model)]:
+                    del self._unbatched_on[id(model)]
 
     @property
     def pending(self) -> int:
         """Decodes waiting or running: generate's in the batcher, and alternatives."""
         with self._cache_lock:
-            return self.batcher.pending + sum(self._alternatives_on.values())
+            return self.batcher.pending + sum(self._unbatched_on.values())
 
     def reload(self, path: Path) -> tuple[str, str, float]:
         """Load ``path`` beside the serving model, then swap (one reload at a time)."""
@@ -188,7 +202,7 @@ class CoupletService:
             return new.version, old.version, time.perf_counter() - start
 
     def _retire(self, old: PooledModel) -> None:
-        while self.batcher.holds(old) or self._alternatives_on.get(id(old), 0):
+        while self.batcher.holds(old) or self._unbatched_on.get(id(old), 0):
             time.sleep(0.05)
         old.close()
 

@@ -19,8 +19,10 @@ from pathlib import Path
 from typing import Any
 
 from data.sensitive import SensitiveFilter
+from duilian.check import CheckReport
 from duilian.inputs import AlternativesQuery, Query
 from duilian.service import Engine, Library, LoadedModel, set_decode_threads
+from duilian.suggestions import Suggestions
 from model.decoding.answer import Alternatives, Answer
 from model.release.bundle import load_bundle
 from serve.logs import NO_REQUEST, REQUEST_ID, LogSetup, configure_logging
@@ -76,20 +78,27 @@ def _start_worker(
 def _worker_answer(
     queries: list[Query], oversample: int, request_id: str = NO_REQUEST
 ) -> list[Answer | Exception]:
-    if _WORKER_MODEL is None:
-        raise RuntimeError("decode worker started without its model")
     REQUEST_ID.set(request_id)  # the ids of the batch's requests, for this worker's log lines
     start = time.perf_counter()
-    answers = _WORKER_MODEL.answer_batch(queries, oversample)
+    answers = _worker_model().answer_batch(queries, oversample)
     log.debug("decoded %d lines in %.3f s", len(queries), time.perf_counter() - start)
     return answers
 
 
 def _worker_alternatives(query: AlternativesQuery, request_id: str = NO_REQUEST) -> Alternatives:
+    REQUEST_ID.set(request_id)
+    return _worker_model().alternatives(query)
+
+
+def _worker_suggestions(report: CheckReport, request_id: str = NO_REQUEST) -> Suggestions:
+    REQUEST_ID.set(request_id)
+    return _worker_model().suggestions(report)
+
+
+def _worker_model() -> LoadedModel:
     if _WORKER_MODEL is None:
         raise RuntimeError("decode worker started without its model")
-    REQUEST_ID.set(request_id)
-    return _WORKER_MODEL.alternatives(query)
+    return _WORKER_MODEL
 
 
 def _worker_main(conn: Connection, start_args: tuple[Any, ...]) -> None:
@@ -348,7 +357,13 @@ class PooledModel(Library):
 
     def alternatives(self, query: AlternativesQuery) -> Alternatives:
         """``LoadedModel.alternatives`` in a worker (its ConstraintError raised here)."""
-        return self._in_worker(_worker_alternatives, query, REQUEST_ID.get())
+        found: Alternatives = self._in_worker(_worker_alternatives, query, REQUEST_ID.get())
+        return found
+
+    def suggestions(self, report: CheckReport) -> Suggestions:
+        """``LoadedModel.suggestions`` in a worker."""
+        found: Suggestions = self._in_worker(_worker_suggestions, report, REQUEST_ID.get())
+        return found
 
     def _in_worker(self, fn: Callable[..., Any], *args: Any) -> Any:
         for _ in range(self.processes + 1):  # a job no worker received goes to another, or waits

@@ -1,7 +1,7 @@
 """Alternatives at one position (``Decoder.alternatives``, whose docstring says what they are):
 the characters the rules allow there are ranked by the search's score at that position alone,
 the best ``pool`` of them and the line's own then scored on the whole line as the search
-scores a line (model/decoding/rescoring.py's ``next_scores`` and ``forced_search``).
+scores a line (model/decoding/rescoring.py's ``branches`` and ``forced_from``).
 
 Shapes: L line length, V vocabulary, C characters scored whole.
 """
@@ -9,7 +9,8 @@ Shapes: L line length, V vocabulary, C characters scored whole.
 from __future__ import annotations
 
 import math
-from typing import Any, Protocol
+from collections.abc import Sequence
+from typing import Any, Protocol, cast
 
 import numpy as np
 
@@ -23,7 +24,7 @@ from model.decoding.model_view import ModelView
 from model.decoding.options import MAX_CANDIDATES, DecodeOptions
 from model.decoding.plan import ConstraintError, Plan
 from model.decoding.score_rules import StepRule
-from model.decoding.search import StepModel, forced_search, next_scores
+from model.decoding.search import branches, forced_from
 from model.decoding.vocab_tables import VocabTables
 
 Tensor = np.ndarray  # (the search's arrays)
@@ -60,14 +61,37 @@ def alternatives(
     """The best characters for ``position`` of ``lower``, the rest of the line kept, best first:
     at most ``k`` and the line's own (when it keeps the rules). Raises ConstraintError (its
     messages for a forward model) when the input cannot be judged or no character fits."""
+    (found,) = alternatives_at(decoder, upper, lower, [position], options, k, pool)
+    if isinstance(found, ConstraintError):
+        raise found
+    return found
+
+
+def alternatives_at(
+    decoder: AlternativesDecoder,
+    upper: str,
+    lower: str,
+    positions: Sequence[int],
+    options: DecodeOptions,
+    k: int,
+    pool: int,
+) -> list[Alternatives | ConstraintError]:
+    """:func:`alternatives` at each of ``positions`` of one line, the answer or the refusal of
+    each: the line is planned, encoded and walked once, and each position's lines are scored in
+    one batch from where they leave it. Raises ConstraintError when the line itself cannot be judged."""
     if not 1 <= k <= MAX_CANDIDATES:
         raise ValueError(f"k must be 1..{MAX_CANDIDATES}, got {k}")
-    check_input(upper, lower, position, options.rules, decoder.vocab)
+    refused = {p: _position_error(upper, lower, p, options.rules, decoder.vocab) for p in positions}
+    if all(refused.values()):
+        return [cast(ConstraintError, refused[p]) for p in positions]
     view, plan = decoder.plan_view(upper, options)
-    at = view.kept.index(position)
     line = [decoder.vocab.encode(lower[i])[0] for i in view.kept]
     head = [src if src >= 0 else i for i, src in enumerate(plan.copy_of)]
-    group = [i for i in range(plan.length) if head[i] == head[at]]  # a repeat group changes together
+    groups = {
+        p: [i for i in range(plan.length) if head[i] == head[view.kept.index(p)]]
+        for p in positions
+        if refused[p] is None
+    }  # a repeat group changes together
 
     table, src, stepwise = decoder.rule_tables([plan], options)  # (1, L+1, V), (1, L)
     proposer = decoder.proposer_engine
@@ -76,62 +100,78 @@ def alternatives(
     engine = decoder.engine_for(options)
     memory = engine.encode(src)
 
-    own = line[group[0]]
-    chars = _pool(engine, src, table, stepwise, memory, line, group, pool)
-    lines = np.tile(np.array(line, dtype=np.int64), (len(chars), 1))  # (C, L)
-    lines[:, group] = np.array(chars, dtype=np.int64)[:, None]
-    search, logp = forced_search(engine, src, table, stepwise, lines, options.score_end, memory)
+    at = branches(engine, src, table, stepwise, line, sorted({g[0] for g in groups.values()}), memory)
+    chars = {p: _pool(at[g[0]].scores, table, line, g, pool) for p, g in groups.items()}
+    lines = {p: _lines(line, g, chars[p]) for p, g in groups.items()}  # (C, L) each
+    scored = {
+        p: forced_from(engine, at[g[0]], table, stepwise, lines[p], options.score_end, plan.required)
+        for p, g in groups.items()
+    }
     per_token = plan.length + int(options.score_end)
-    order = [j for j in topk(search, len(search))[1].tolist() if math.isfinite(search[j])]
-    chosen = set(order[:k]) | {j for j in order if chars[j] == own}
     tones = line_tones(view.original, plan.mode)
-    found = []
-    for j in (j for j in order if j in chosen):
-        text = view.text(plan.written(lines[j].tolist(), decoder.tables.pieces))
-        found.append(
-            Alternative(
-                char=decoder.tables.pieces[chars[j]],
-                text=text,
-                rank_score=float(search[j]) / per_token,
-                score=float(logp[j]) / per_token,
-                tones=tone_marks(text, plan.mode),
-                report=check_answer(view.original, text, plan.mode, tones, decoder.reverse),
-                original=chars[j] == own,
-            )
-        )
-    if not found:
-        raise ConstraintError(
-            "search",
-            f"下联第{position + 1}字在其余字不变时，没有合乎全部规则的字（其余的字可能已违反规则）",
-            f"no character at position {position + 1} keeps every rule with the rest of the lower line "
-            "as it is (the rest may break a rule already)",
-        )
-    positions = [view.kept[i] for i in group]
-    upper_line, lower_line = (lower, view.original) if decoder.reverse else (view.original, lower)
     direction = REVERSE if decoder.reverse else FORWARD
-    return Alternatives(direction, upper_line, lower_line, position, positions, found)
+    upper_line, lower_line = (lower, view.original) if decoder.reverse else (view.original, lower)
+    answers: dict[int, Alternatives | ConstraintError] = {}
+    for p, group in groups.items():
+        (s, lp), own = scored[p], line[group[0]]
+        order = [j for j in topk(s, len(s))[1].tolist() if math.isfinite(s[j])]
+        chosen = set(order[:k]) | {j for j in order if chars[p][j] == own}
+        found = []
+        for j in (j for j in order if j in chosen):
+            text = view.text(plan.written(lines[p][j].tolist(), decoder.tables.pieces))
+            found.append(
+                Alternative(
+                    char=decoder.tables.pieces[chars[p][j]],
+                    text=text,
+                    rank_score=float(s[j]) / per_token,
+                    score=float(lp[j]) / per_token,
+                    tones=tone_marks(text, plan.mode),
+                    report=check_answer(view.original, text, plan.mode, tones, decoder.reverse),
+                    original=chars[p][j] == own,
+                )
+            )
+        positions_p = [view.kept[i] for i in group]
+        answers[p] = (
+            Alternatives(direction, upper_line, lower_line, p, positions_p, found) if found else _none_fits(p)
+        )
+    return [cast(ConstraintError, refused[p]) if refused[p] else answers[p] for p in positions]
 
 
-def _pool(
-    engine: StepModel,
-    src: Tensor,
-    table: Tensor,
-    stepwise: list[StepRule],
-    memory: Tensor,
-    line: list[int],
-    group: list[int],
-    pool: int,
-) -> list[int]:
+def _none_fits(position: int) -> ConstraintError:
+    return ConstraintError(
+        "search",
+        f"下联第{position + 1}字在其余字不变时，没有合乎全部规则的字（其余的字可能已违反规则）",
+        f"no character at position {position + 1} keeps every rule with the rest of the lower line "
+        "as it is (the rest may break a rule already)",
+    )
+
+
+def _lines(line: list[int], group: list[int], chars: list[int]) -> Tensor:
+    """The line with each of ``chars`` at the positions of ``group``: (C, L)."""
+    lines = np.tile(np.array(line, dtype=np.int64), (len(chars), 1))
+    lines[:, group] = np.array(chars, dtype=np.int64)[:, None]
+    return lines
+
+
+def _pool(local: Tensor, table: Tensor, line: list[int], group: list[int], pool: int) -> list[int]:
     """The characters to score whole: the best ``pool`` the rules allow by the search's score
-    at the group's first position after the line's prefix (plus the table's rows of the
-    group's other positions), and the line's own."""
-    first = group[0]
-    local = next_scores(engine, src, table, stepwise, line[:first], memory)  # (V,)
+    ``local`` (V,) at the group's first position after the line's prefix (plus the table's rows
+    of the group's other positions), and the line's own."""
     for i in group[1:]:
         local = local + table[0, i]
     count = int(np.isfinite(local).sum())
     ranked = topk(local, min(pool, count))[1].tolist() if count else []
-    return list(dict.fromkeys([*ranked, line[first]]))
+    return list(dict.fromkeys([*ranked, line[group[0]]]))
+
+
+def _position_error(
+    upper: str, lower: str, position: int, rules: bool, vocab: Vocab
+) -> ConstraintError | None:
+    try:
+        check_input(upper, lower, position, rules, vocab)
+    except ConstraintError as exc:
+        return exc
+    return None
 
 
 def check_input(upper: str, lower: str, position: int, rules: bool, vocab: Vocab) -> None:

@@ -1,7 +1,7 @@
 """The few array operations the search needs that numpy does not name: ``topk`` (PyTorch's,
-best first) and ``log_softmax``. The search runs on numpy arrays (float32 scores, int64
-tokens): its steps are small, and a numpy operation on them costs a few hundred nanoseconds
-where a PyTorch one costs microseconds; serving then needs no PyTorch at all."""
+best first) and ``log_softmax`` (whole or at some columns). The search runs on numpy arrays
+(float32 scores, int64 tokens): its steps are small, and a numpy operation on them costs a few
+hundred nanoseconds where a PyTorch one costs microseconds; serving then needs no PyTorch at all."""
 
 from __future__ import annotations
 
@@ -14,6 +14,13 @@ def log_softmax(x: np.ndarray, axis: int = -1) -> np.ndarray:
     top = np.where(np.isfinite(top), top, 0).astype(x.dtype)
     shifted = x - top
     return shifted - np.log(np.sum(np.exp(shifted), axis=axis, keepdims=True))
+
+
+def log_softmax_at(x: np.ndarray, columns: np.ndarray) -> np.ndarray:
+    """``log_softmax(x)[:, columns]`` for x (B, V), to the bit, without the whole (B, V) result."""
+    top = np.max(x, axis=-1, keepdims=True)
+    top = np.where(np.isfinite(top), top, 0).astype(x.dtype)
+    return (x[:, columns] - top) - np.log(np.sum(np.exp(x - top), axis=-1, keepdims=True))
 
 
 def topk(x: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:

@@ -29,7 +29,7 @@ from data.rules import reads_reversed
 from data.text import is_punct
 from data.tones import Tone
 from data.vocab import Vocab
-from model.decoding.alternatives import alternatives
+from model.decoding.alternatives import alternatives_at
 from model.decoding.answer import FORWARD, REVERSE, Alternatives, Answer, judged, tone_marks
 from model.decoding.blocked import BlockedWords, NoBlockedWords
 from model.decoding.engines import as_engine, is_encoder_decoder, runtime_copy, transposed_head
@@ -277,12 +277,28 @@ class Decoder:
         judged (lengths, punctuation, a position on a mark, unknown characters) or no
         character fits. With a reverse model, ``upper`` is the given lower line and ``lower``
         the upper line written for it (the messages name them so)."""
+        (found,) = self.alternatives_at(upper, lower, [position], options, k, pool)
+        if isinstance(found, ConstraintError):
+            raise found
+        return found
+
+    def alternatives_at(
+        self,
+        upper: str,
+        lower: str,
+        positions: Sequence[int],
+        options: DecodeOptions | None = None,
+        k: int = 10,
+        pool: int = ALTERNATIVE_POOL,
+    ) -> list[Alternatives | ConstraintError]:
+        """``alternatives`` at each of ``positions`` of one line, the answer or the refusal of
+        each, the line planned, encoded and walked once and all positions' lines scored in one
+        batch (the check's suggestions)."""
         try:
-            return alternatives(self, upper, lower, position, options or DecodeOptions(), k, pool)
+            found = alternatives_at(self, upper, lower, positions, options or DecodeOptions(), k, pool)
         except ConstraintError as e:
-            if self.reverse:
-                raise e.mirrored() from e
-            raise
+            found = [e for _ in positions]
+        return [f.mirrored() if self.reverse and isinstance(f, ConstraintError) else f for f in found]
 
     def _result(
         self, plan: Plan, tokens: Tensor, search: Tensor, score: Tensor, options: DecodeOptions

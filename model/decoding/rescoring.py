@@ -1,7 +1,7 @@
 """Scores of given lines: :func:`rescore`, the encoder-decoder's log-probability of whole
-candidate lines in one teacher-forced pass (the fast mode's proposals); :func:`forced_search`
-and :func:`next_scores`, the beam search's own scores of given lines and of every next
-character after a prefix (``Decoder.alternatives``), step by step as the search reads them
+candidate lines in one teacher-forced pass (the fast mode's proposals); :func:`branches`
+and :func:`forced_from`, the beam search's scores of every character after a line's prefixes and
+of lines that leave it there (``Decoder.alternatives``), step by step as the search reads them
 (model/decoding/step_model.py's ``rule_scores``).
 
 Shapes: N requests, K candidates, L line length, V vocabulary (or M listed columns).
@@ -10,13 +10,21 @@ Shapes: N requests, K candidates, L line length, V vocabulary (or M listed colum
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from data.vocab import BOS_ID, EOS_ID, PAD_ID
 from model.decoding.score_rules import Step, StepRule
 from model.decoding.shortlist import Shortlist
-from model.decoding.step_model import RescoringModel, StepModel, model_log_probs, rule_scores
+from model.decoding.step_model import (
+    RescoringModel,
+    StepModel,
+    model_log_probs,
+    model_log_probs_at,
+    rule_scores,
+)
 from model.decoding.vocab_tables import NEG_INF
 
 Tensor = np.ndarray  # (the search's arrays)
@@ -83,69 +91,88 @@ def _distinct_prefixes(rows: list[list[int]], per_request: int) -> tuple[list[in
     return which, firsts
 
 
-def forced_search(
+@dataclass
+class Branch:
+    """Where other lines leave a given line: the search at ``pos`` after the line's prefix."""
+
+    pos: int
+    scores: Tensor  # (V,) the search's scores of every token at pos
+    logp: Tensor  # (V,) the model's log-probabilities there
+    search: np.float32  # the prefix's search score and model log-probability
+    logp_sum: np.float32
+    cache: Any  # the model's cache after the step at pos, one row
+
+
+def branches(
     model: StepModel,
     src: Tensor,
+    table: Tensor,
+    step_rules: Sequence[StepRule],
+    line: Sequence[int],
+    positions: Sequence[int],
+    memory: Tensor | None = None,
+) -> dict[int, Branch]:
+    """One walk along ``line`` of one request (src (1, S), table (1, L+1, V)) as the search
+    takes it, stopping at each of ``positions``: there the scores the search gives every token
+    after the line's prefix (the model's log-probabilities, the table's row, the step rules),
+    from which :func:`forced_from` scores lines that differ from ``line`` there first."""
+    found: dict[int, Branch] = {}
+    if not positions:
+        return found
+    last = max(positions)
+    memory = model.encode(src) if memory is None else memory
+    cache = model.new_cache(memory, src, len(line) + 1)
+    tokens = np.array(list(line), dtype=np.int64).reshape(1, -1)
+    search, logp_sum = np.float32(0), np.float32(0)
+    prev = np.full((1,), BOS_ID, dtype=np.int64)
+    for pos in range(last + 1):
+        logp = model_log_probs(model, cache, prev, pos)  # (1, V)
+        scores = rule_scores(logp, table, pos, step_rules, Step(pos, tokens[:, :pos], np.zeros(1, np.int64)))
+        if pos in positions:
+            one = model.reorder_cache(cache, np.zeros(1, dtype=np.int64))  # (a copy: the walk goes on)
+            found[pos] = Branch(pos, scores[0], logp[0], search, logp_sum, one)
+        tok = int(tokens[0, pos])
+        search, logp_sum = search + scores[0, tok], logp_sum + logp[0, tok]
+        prev = tokens[:, pos]
+    return found
+
+
+def forced_from(
+    model: StepModel,
+    branch: Branch,
     table: Tensor,
     step_rules: Sequence[StepRule],
     lines: Tensor,
     score_end: bool = False,
-    memory: Tensor | None = None,
+    required: Sequence[int] = (),
 ) -> tuple[Tensor, Tensor]:
-    """The beam search's own scores of given lines of one request: src (1, S), table (1, L+1, V),
-    lines (C, L) -> search scores (C,) (log-probs plus the table's and step rules' preferences,
-    -inf where a rule refuses the line) and model log-probs (C,).
+    """The beam search's own scores of given lines (C, L) that share the walked line's prefix
+    before ``branch.pos``: search scores (C,) (log-probs plus the table's and step rules'
+    preferences, -inf where a rule refuses the line) and model log-probs (C,).
 
-    Each line is taken token by token as the search would take it: the model's step after the
-    line's own prefix, the table's row, every step rule on that prefix; the line's token is
-    then read off those scores. All C lines run in the same steps (one batch); the steps
-    before the first position where the lines differ run once, for one row."""
+    From the branch on, each line is taken token by token as the search would take it, all
+    in one batch: the model's step after the line's own prefix, the table's row, every step
+    rule on that prefix; the line's token is then read off those scores. Only the lines' own
+    tokens are read, so the table and the rules run over those columns (M: the lines' tokens,
+    the end of sequence and the ``required`` characters) as the shortlist search runs them; the
+    model's log-probabilities are normalised over the whole vocabulary."""
     c, length = lines.shape
     steps = length + 1 if score_end else length
     target = np.concatenate([lines, np.full((c, 1), EOS_ID)], 1) if score_end else lines
-    differ = np.flatnonzero((target != target[:1]).any(0))
-    shared = int(differ[0]) if len(differ) else steps  # steps taken once, for one row
-    memory = model.encode(src) if memory is None else memory
-    cache = model.new_cache(memory, src, steps)
-    width = 1
-    search = np.zeros(1, np.float32)
-    logp_sum = np.zeros(1, np.float32)
-    prev = np.full((1,), BOS_ID, dtype=np.int64)
-    for pos in range(steps):
-        if pos == shared and c > 1:  # from here on every line has its own row
-            cache = model.reorder_cache(cache, np.zeros(c, dtype=np.int64))
-            width = c
-            search, logp_sum, prev = np.repeat(search, c), np.repeat(logp_sum, c), np.repeat(prev, c)
-        rows = target[:width]
-        logp = model_log_probs(model, cache, prev, pos)  # (width, V)
-        step = Step(pos, rows[:, :pos], np.zeros(width, dtype=np.int64))
-        scores = rule_scores(logp, table, pos, step_rules, step)
-        tok = rows[:, pos]
-        search = search + np.take_along_axis(scores, tok[:, None], 1)[:, 0]
-        logp_sum = logp_sum + np.take_along_axis(logp, tok[:, None], 1)[:, 0]
-        prev = tok
-    return np.broadcast_to(search, (c,)).copy(), np.broadcast_to(logp_sum, (c,)).copy()
-
-
-def next_scores(
-    model: StepModel,
-    src: Tensor,
-    table: Tensor,
-    step_rules: Sequence[StepRule],
-    prefix: Sequence[int],
-    memory: Tensor | None = None,
-) -> Tensor:
-    """The scores (V,) the beam search gives every token at position ``len(prefix)`` after
-    ``prefix`` (one request: src (1, S), table (1, L+1, V)): the model's log-probabilities, the
-    table's row, the step rules on that prefix."""
-    pos = len(prefix)
-    memory = model.encode(src) if memory is None else memory
-    cache = model.new_cache(memory, src, pos + 1)
-    tokens = np.array(list(prefix), dtype=np.int64).reshape(1, pos)
-    prev = np.full((1,), BOS_ID, dtype=np.int64)
-    for p in range(pos):  # the prefix's steps fill the cache; their scores are not needed
-        model.step(cache, prev, p)
-        prev = tokens[:, p]
-    logp = model_log_probs(model, cache, prev, pos)  # (1, V)
-    step = Step(pos, tokens, np.zeros(1, dtype=np.int64))
-    return rule_scores(logp, table, pos, step_rules, step)[0]
+    ids = np.unique(np.concatenate([target.reshape(-1), [EOS_ID], np.asarray(required, np.int64)]))
+    columns = np.searchsorted(ids, target)  # (C, T) each token's column
+    table = table[:, :, ids]  # (1, L+1, M)
+    step_rules = [rule.on_columns(ids[None, :]) for rule in step_rules]
+    tok = target[:, branch.pos]
+    search = branch.search + branch.scores[tok]
+    logp_sum = branch.logp_sum + branch.logp[tok]
+    cache = model.reorder_cache(branch.cache, np.zeros(c, dtype=np.int64))
+    row = np.zeros(c, dtype=np.int64)
+    for pos in range(branch.pos + 1, steps):
+        logp = model_log_probs_at(model, cache, tok, pos, ids)  # (C, M)
+        scores = rule_scores(logp, table, pos, step_rules, Step(pos, columns[:, :pos], row))  # (C, M)
+        here = columns[:, pos, None]
+        search = search + np.take_along_axis(scores, here, 1)[:, 0]
+        logp_sum = logp_sum + np.take_along_axis(logp, here, 1)[:, 0]
+        tok = target[:, pos]
+    return search, logp_sum

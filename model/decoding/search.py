@@ -19,7 +19,7 @@ from typing import Any, cast
 import numpy as np
 
 from data.vocab import BOS_ID
-from model.decoding.rescoring import forced_search, next_scores, rescore
+from model.decoding.rescoring import Branch, branches, forced_from, rescore
 from model.decoding.score_rules import Step, StepRule
 from model.decoding.shortlist import Shortlist
 from model.decoding.step_model import (
@@ -44,14 +44,15 @@ from model.net.capabilities import LISTED_IN_GRAPH, LISTED_ROWS, REORDER_BEAMS
 __all__ = [
     "BankedBeamSearch",
     "BeamSearch",
+    "Branch",
     "DiverseBeamSearch",
     "Found",
     "GreedySearch",
     "StepModel",
     "Strategy",
     "allocate",
-    "forced_search",
-    "next_scores",
+    "branches",
+    "forced_from",
     "rescore",
     "run_search",
     "strategy_for",

@@ -17,7 +17,7 @@ from typing import Any, ClassVar, Protocol
 
 import numpy as np
 
-from model.decoding.arrays import log_softmax
+from model.decoding.arrays import log_softmax, log_softmax_at
 from model.decoding.score_rules import Step, StepRule
 from model.net.capabilities import LOG_PROBS
 
@@ -74,6 +74,12 @@ def model_log_probs(model: StepModel, cache: Any, prev: Tensor, pos: int) -> Ten
     (the tagger's lattice, ``LOG_PROBS``, already is)."""
     logp = model.step(cache, prev, pos)
     return logp if LOG_PROBS in model.capabilities else log_softmax(logp)
+
+
+def model_log_probs_at(model: StepModel, cache: Any, prev: Tensor, pos: int, columns: Tensor) -> Tensor:
+    """``model_log_probs(...)[:, columns]`` (B, M), normalised over the whole vocabulary."""
+    out = model.step(cache, prev, pos)
+    return out[:, columns] if LOG_PROBS in model.capabilities else log_softmax_at(out, columns)
 
 
 def rule_scores(logp: Tensor, table: Tensor, pos: int, step_rules: Sequence[StepRule], step: Step) -> Tensor:

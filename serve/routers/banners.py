@@ -7,7 +7,7 @@ from typing import Annotated
 from fastapi import APIRouter, HTTPException, Query, status
 from starlette.concurrency import run_in_threadpool
 
-from duilian.service import BANNERS_SHOWN
+from duilian.banners import BANNERS_SHOWN
 from serve.deps import RateLimited, ServiceDep, SettingsDep
 from serve.errors import ErrorBody, refusals
 from serve.schemas import BannersResponse, ToneMode

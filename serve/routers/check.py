@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Sequence
 from dataclasses import replace
 
 from fastapi import APIRouter, HTTPException, status
@@ -12,11 +10,8 @@ from pydantic import Field
 
 from data.pairing import PairingTable
 from duilian.check import CheckReport, check_with
-from duilian.inputs import AlternativesQuery
-from duilian.suggest import Unsuggestable, assemble, needs_retry, plan, queries
+from duilian.suggest import Unsuggestable, plan
 from duilian.suggestions import BUSY, NOT_ASKED, Suggestions, unavailable
-from model.decoding.answer import Alternatives
-from model.decoding.plan import ConstraintError
 from serve.couplets import Busy, CoupletService
 from serve.deps import RateLimited, ServiceDep, SettingsDep
 from serve.errors import ErrorBody, refusals
@@ -74,28 +69,13 @@ async def check(body: CheckRequest, settings: SettingsDep, service: ServiceDep) 
 async def suggestions(
     service: CoupletService, report: CheckReport, pairing: PairingTable | None
 ) -> Suggestions:
-    """duilian.suggest's steps with the site's alternatives (decode workers, all places at once);
-    a busy server or a lost worker gives the check without them, saying why."""
+    """duilian.suggest's suggestions, all places of the line in one decode worker's call; a busy
+    server or a lost worker gives the check without them, saying why."""
     try:
-        places = plan(report, pairing)
+        plan(report, pairing)  # (lines that do not align say so, busy or not)
     except Unsuggestable as exc:
         return exc.answer
     try:
-        found = await _ask(service, queries(report, places))
-        retry = [i for i, f in enumerate(found) if needs_retry(f)]
-        again = await _ask(service, queries(report, [places[i] for i in retry], rules_on=False))
+        return await service.suggestions(report)
     except (Busy, WorkerLost):
         return unavailable(BUSY)
-    for i, f in zip(retry, again, strict=True):
-        found[i] = f
-    return assemble(report, places, found, pairing)
-
-
-async def _ask(
-    service: CoupletService, asked: Sequence[AlternativesQuery]
-) -> list[Alternatives | ConstraintError]:
-    found = await asyncio.gather(*(service.alternatives(q) for q in asked), return_exceptions=True)
-    for f in found:
-        if isinstance(f, BaseException) and not isinstance(f, ConstraintError):
-            raise f
-    return [f for f in found if isinstance(f, Alternatives | ConstraintError)]

@@ -28,7 +28,7 @@ def model(bundle_a: Path, graph_cache: Path) -> LoadedModel:
 
 def suggested(model: LoadedModel, upper: str, lower: str) -> CheckReport:
     report = check_with(model, upper, lower, "modern")
-    return replace(report, suggestions=suggest(report, model.alternatives, model.bundle.pairing))
+    return replace(report, suggestions=suggest(report, model.alternatives_at, model.bundle.pairing))
 
 
 @pytest.mark.parametrize(

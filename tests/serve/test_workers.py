@@ -39,6 +39,24 @@ def test_worker_processes_answer_as_the_server_process_does(settings: Settings) 
     assert all(body["candidates"] for body in got)
 
 
+def test_the_checks_suggestions_come_the_same_from_a_worker(settings: Settings) -> None:
+    """All places of a line go to one worker in one ``alternatives_at``: the suggestions are the
+    ones the server process gives."""
+    couplets = [
+        ("花开富贵", "竹报富安"),
+        ("春风得意", "秋秋生辉"),
+        (PAIRS[0][0], PAIRS[1][1][: len(PAIRS[0][0])]),
+    ]
+
+    def checked(s: Settings) -> list[dict]:
+        with TestClient(create_app(s)) as c:
+            return [c.post("/api/v1/check", json={"upper": u, "lower": lo}).json() for u, lo in couplets]
+
+    got = checked(settings.model_copy(update={"decode_processes": 2}))
+    assert got == checked(settings)
+    assert got[0]["suggestions"]["items"][0]["replacements"]  # (the reused 富 gets a replacement)
+
+
 def test_constraint_errors_cross_the_process_boundary(settings: Settings) -> None:
     error = pickle.loads(pickle.dumps(ConstraintError("required_chars", "嵌字冲突", "conflict")))
     assert (error.constraint, error.zh, error.en, str(error)) == (

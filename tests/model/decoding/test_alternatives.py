@@ -210,3 +210,34 @@ def test_a_line_whose_rest_breaks_a_rule_has_no_alternative(decoder: Decoder) ->
     mended = decoder.alternatives(upper, "黄行白鹭上青天", 0).alternatives
     assert mended and not any(a.original for a in mended)
     assert all(hard_ok(upper, a.text) for a in mended)
+
+
+def _same(a: object, b: object) -> bool:
+    if isinstance(a, ConstraintError) or isinstance(b, ConstraintError):
+        return isinstance(a, ConstraintError) and isinstance(b, ConstraintError) and str(a) == str(b)
+    return a == b
+
+
+@pytest.mark.parametrize("rules", [True, False])
+def test_many_places_at_once_answer_as_each_alone(decoder: Decoder, rules: bool) -> None:
+    """``alternatives_at`` walks the line once and scores each place's lines from where they leave
+    it: every place's answer, or refusal, is the one ``alternatives`` gives it alone, to the bit
+    (repeat groups, a mark's position and a place whose rest breaks a rule among them)."""
+    cases = [
+        ("风声雨声读书声", None, [6, 0, 3, 5]),
+        ("天对地，雨对风", None, [0, 3, 6, 2]),
+        ("两个黄鹂鸣翠柳", "黄行白鹭上青天", [3, 0, 6]),
+    ]
+    options = DecodeOptions(rules=rules)
+    for upper, lower, positions in cases:
+        lower = lower or best_line(decoder, upper)
+        many = decoder.alternatives_at(upper, lower, positions, options, k=8, pool=16)
+        assert len(many) == len(positions)
+        for position, found in zip(positions, many, strict=True):
+            try:
+                alone: object = decoder.alternatives(upper, lower, position, options, k=8, pool=16)
+            except ConstraintError as exc:
+                alone = exc
+            assert _same(found, alone), (upper, lower, position)
+    refused = decoder.alternatives_at("两个黄鹂鸣翠柳", "一行白鹭上青", [0, 1])  # the lengths differ
+    assert [f.constraint for f in refused if isinstance(f, ConstraintError)] == ["length", "length"]
