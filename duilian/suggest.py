@@ -16,6 +16,7 @@ places of a line are asked in one ``alternatives_at`` (one walk of the line, one
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from itertools import islice
@@ -26,7 +27,15 @@ from data.text import is_punct
 from data.tones import Tone, line_tones
 from duilian.check import CheckReport
 from duilian.inputs import MAX_ALTERNATIVES, AlternativesQuery
-from duilian.suggestions import NONE_MENDS, NOT_ALIGNED, NOTHING_WEAK, Replacement, Suggestion, Suggestions
+from duilian.suggestions import (
+    NONE_AS_GOOD,
+    NONE_MENDS,
+    NOT_ALIGNED,
+    NOTHING_WEAK,
+    Replacement,
+    Suggestion,
+    Suggestions,
+)
 from model.decoding.answer import Alternative, Alternatives
 from model.decoding.plan import ConstraintError
 
@@ -39,6 +48,10 @@ WEAK_PAIR = 1.0  # a character pair the pairing table scores below this is weak 
 PAIR = "pair"
 # the rules one character can mend, the worst broken first (length and punctuation cannot)
 MENDABLE = ("no_reuse", "repeats", "tone_end", "horse_hoof", "no_three_level_tail", "rhythm")
+# a place weak only by these is mended only by a line the search ranks near the line's own: blind
+# readers preferred the line as it was 2:1 where the mend cost more (docs/MEASUREMENTS.md)
+SOFT = ("horse_hoof", "no_three_level_tail", "rhythm", PAIR)
+NEAR = 0.03  # per character, below the line's own rank_score
 
 
 class Unsuggestable(Exception):
@@ -125,7 +138,9 @@ def assemble(
         failed = isinstance(answer, ConstraintError)
         listed = [] if isinstance(answer, ConstraintError) else answer.alternatives
         positions = [p] if isinstance(answer, ConstraintError) else list(answer.positions)
-        judged = (_judge(check, place, positions, a, before, pairing) for a in listed if not a.original)
+        floor = _floor(place, listed)
+        ranked = [a for a in listed if a.rank_score >= floor]
+        judged = (_judge(check, place, positions, a, before, pairing) for a in ranked if not a.original)
         shown = list(islice((r for r in judged if r is not None), SHOWN))  # (judged until enough)
         word = words.get(p)
         items.append(
@@ -138,10 +153,24 @@ def assemble(
                 lower_word=word.lower if word else lower[p],
                 pairing=_round(own),
                 replacements=shown,
-                note=None if shown else (str(answer) if failed else NONE_MENDS),
+                note=None if shown else (str(answer) if failed else _why_none(place, listed, floor)),
             )
         )
     return Suggestions(searched=True, reason=None, items=items)
+
+
+def _floor(place: Place, listed: Sequence[Alternative]) -> float:
+    """The lowest rank_score a replacement may have: near the line's own where the place is weak
+    only softly and the line's own is listed (it keeps every rule), else no bound."""
+    own = [a.rank_score for a in listed if a.original]
+    if own and all(w in SOFT for w in place.weakness):
+        return own[0] - NEAR
+    return -math.inf
+
+
+def _why_none(place: Place, listed: Sequence[Alternative], floor: float) -> str:
+    cut = any(not a.original and a.rank_score < floor for a in listed)
+    return NONE_AS_GOOD if cut else NONE_MENDS
 
 
 def _judge(

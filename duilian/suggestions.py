@@ -19,6 +19,10 @@ NONE_MENDS = (
     "其余字不变时，没有一个字能补救这里而不破坏别的规则 / No character here mends it, with the rest of the "
     "line kept, without breaking another rule"
 )
+NONE_AS_GOOD = (
+    "能改善这里的字，整句读来都不如原句，故不建议改 / The characters that would mend this place make a line "
+    "the model ranks below this one: better left as it is"
+)
 
 
 def doc(description: str) -> dict[str, str]:

@@ -13,9 +13,11 @@ import pytest
 from data.pairing import PairingTable
 from data.rules import check
 from duilian.check import CheckReport, check_couplet, check_with
+from duilian.inputs import FORWARD
 from duilian.service import Engine, LoadedModel
-from duilian.suggest import PAIR, plan, suggest
-from duilian.suggestions import NO_MODEL, NOT_ALIGNED, NOTHING_WEAK
+from duilian.suggest import NEAR, PAIR, assemble, plan, suggest
+from duilian.suggestions import NO_MODEL, NONE_AS_GOOD, NOT_ALIGNED, NOTHING_WEAK
+from model.decoding.answer import Alternative, Alternatives, tone_marks
 from serve.settings import Settings
 from tests.serve.conftest import PAIRS
 
@@ -101,3 +103,32 @@ def test_lines_that_do_not_align_get_no_suggestion_and_the_reason(model: LoadedM
     assert not s.searched and s.reason == NOT_ALIGNED
     s = suggested(model, "春风，得意", "秋月生，辉").suggestions
     assert s.reason == NOT_ALIGNED
+
+
+@pytest.mark.parametrize(("rank", "shown"), [(-1.02, True), (-1.5, False)])
+def test_a_soft_mend_is_shown_only_when_the_search_ranks_its_line_near_the_lines_own(
+    rank: float, shown: bool
+) -> None:
+    """A place weak only by its pair (a soft weakness) is mended only by a line the search ranks at
+    most ``NEAR`` per character below the line's own: blind readers preferred the line as it was
+    where the mend cost more. Hand-made search answers, the rules and the table real."""
+    table = PairingTable.count([*PAIRS, *[("春", "夏")] * 20])  # 夏 pairs with 春 far better than 秋
+    upper, lower = "春风得意", "秋月生辉"
+    report = check_couplet(upper, lower, "modern", table)
+    places = [p for p in plan(report, table) if p.position == 0]
+    assert places and places[0].weakness == (PAIR,)
+
+    def alternative(char: str, rank_score: float, original: bool) -> Alternative:
+        text = char + lower[1:]
+        return Alternative(
+            char, text, rank_score, rank_score, tone_marks(text, "modern"), check(upper, text), original
+        )
+
+    own, better = alternative("秋", -1.0, True), alternative("夏", rank, False)
+    assert -1.0 - NEAR < -1.02 and -1.0 - NEAR > -1.5
+    found = Alternatives(FORWARD, upper, lower, 0, [0], sorted([own, better], key=lambda a: -a.rank_score))
+    item = assemble(report, places, [found], table).items[0]
+    if shown:
+        assert [r.char for r in item.replacements] == ["夏"] and item.replacements[0].mends == [PAIR]
+    else:
+        assert item.replacements == [] and item.note == NONE_AS_GOOD
