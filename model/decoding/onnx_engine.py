@@ -24,12 +24,14 @@ H heads, dh head width, d model width, V vocabulary.
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import logging
 import tempfile
 import time
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar, cast
@@ -100,6 +102,23 @@ class GraphCache:
         except OSError:
             return None
 
+    @contextmanager
+    def exporting(self, name: str, int8: bool) -> Iterator[None]:
+        """Held while this process exports the entry: a process that wants it meanwhile (a decode
+        worker started beside this one, another test worker) waits, then reads what this one
+        wrote instead of exporting it too. A lock file that cannot be made is done without."""
+        try:
+            lock = open(self.path(name, int8).with_suffix(".lock"), "a")  # noqa: SIM115 (held across the yield)
+        except OSError:
+            yield
+            return
+        with lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(lock, fcntl.LOCK_UN)
+
     def write(self, name: str, int8: bool, graph: bytes) -> None:
         """Publish ``graph`` under its name whole or not at all: written to a file of this process's
         own (``mkstemp``), synced, then renamed over the name. Two processes that write the same
@@ -138,12 +157,14 @@ class _Graph:
     ) -> _Graph:
         """The graph ``name`` from the cache, else exported (``export``), quantised with ``int8``
         and cached (a damaged cached file is replaced)."""
-        if cache is not None and (cached := cls.from_cache(cache, name, int8, threads)) is not None:
+        if cache is None:
+            return cls(_session(_exported(export, int8), threads))
+        if (cached := cls.from_cache(cache, name, int8, threads)) is not None:
             return cached
-        graph = export()
-        if int8:
-            graph = _quantised(graph)
-        if cache is not None:
+        with cache.exporting(name, int8):
+            if (cached := cls.from_cache(cache, name, int8, threads)) is not None:  # another process's
+                return cached
+            graph = _exported(export, int8)
             cache.write(name, int8, graph)
         return cls(_session(graph, threads))
 
@@ -151,6 +172,11 @@ class _Graph:
         """The graph's outputs for ``args``, its inputs in order."""
         feed = {name: np.ascontiguousarray(a) for name, a in zip(self.inputs, args, strict=True)}
         return cast(list[np.ndarray], self.session.run(None, feed))
+
+
+def _exported(export: Callable[[], bytes], int8: bool) -> bytes:
+    graph = export()
+    return _quantised(graph) if int8 else graph
 
 
 def _built(

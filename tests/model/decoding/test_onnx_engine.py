@@ -4,6 +4,7 @@ that gives the same lines (fp32) and keeps every hard rule (int8)."""
 from __future__ import annotations
 
 import multiprocessing
+import time
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -17,7 +18,7 @@ from data.paths import graph_cache_dir
 from data.rules import check
 from data.vocab import BOS_ID, EOS_ID, PAD_ID, UNK_ID, Vocab
 from model.decoding.decoder import Decoder
-from model.decoding.onnx_engine import GraphCache, OnnxTagger, OnnxTransformer
+from model.decoding.onnx_engine import GraphCache, OnnxTagger, OnnxTransformer, _Graph
 from model.decoding.onnx_export import model_key
 from model.decoding.options import DecodeOptions
 from model.decoding.search import BeamSearch, run_search
@@ -219,7 +220,7 @@ def test_cached_graphs_decode_exactly_as_freshly_exported_ones(vocab: Vocab, tmp
     s2s, tagger = models(vocab)
     fresh = _answers(Decoder(s2s, vocab, int8=True, proposer=tagger, runtime="onnx"))
     first = Decoder(s2s, vocab, int8=True, proposer=tagger, runtime="onnx", graph_cache=tmp_path)
-    written = sorted(p.name for p in tmp_path.iterdir())
+    written = sorted(p.name for p in tmp_path.glob("*.onnx"))  # (beside them their export locks)
     # the six graphs of the encoder-decoder (the full-vocabulary output layer one of them) and the tagger's
     assert len(written) == 7
     assert {name.split("-")[0] for name in written} == {
@@ -231,9 +232,9 @@ def test_cached_graphs_decode_exactly_as_freshly_exported_ones(vocab: Vocab, tmp
         "head",
         "tag",
     }
-    graphs = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+    graphs = {p.name: p.read_bytes() for p in tmp_path.glob("*.onnx")}
     second = Decoder(s2s, vocab, int8=True, proposer=tagger, runtime="onnx", graph_cache=tmp_path)
-    assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == graphs  # read, not written again
+    assert {p.name: p.read_bytes() for p in tmp_path.glob("*.onnx")} == graphs  # read, not written again
     assert _answers(first) == fresh
     assert _answers(second) == fresh  # the very scores, not close ones
 
@@ -263,6 +264,43 @@ def _write_often(folder: Path, fill: bytes, times: int) -> None:
     cache = _cache_of(folder)
     for _ in range(times):
         cache.write("step", True, fill * (1 << 20))
+
+
+def _identity_graph() -> bytes:
+    from onnx import TensorProto, helper
+
+    value = [helper.make_tensor_value_info(n, TensorProto.FLOAT, [1]) for n in ("x", "y")]
+    graph = helper.make_graph([helper.make_node("Identity", ["x"], ["y"])], "g", value[:1], value[1:])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return model.SerializeToString()
+
+
+def _build_counting(folder: Path, exports: Path, together: Any) -> None:
+    def export() -> bytes:
+        with exports.open("a") as f:
+            f.write("exported\n")
+        time.sleep(1.0)  # (the other process asks meanwhile)
+        return _identity_graph()
+
+    together.wait()
+    graph = _Graph.build(export, False, 1, _cache_of(folder), "step")
+    assert graph.arrays(np.ones(1, np.float32))[0].tolist() == [1.0]
+
+
+@pytest.mark.slow
+def test_two_processes_wanting_one_missing_entry_export_it_once(tmp_path: Path) -> None:
+    """Two real processes (two decode workers, two test workers) start on an empty cache at once:
+    one exports the graph, the other waits for it and reads it."""
+    context = multiprocessing.get_context("spawn")
+    together, exports = context.Barrier(2), tmp_path / "exports.txt"
+    builders = [context.Process(target=_build_counting, args=(tmp_path, exports, together)) for _ in range(2)]
+    for b in builders:
+        b.start()
+    for b in builders:
+        b.join()
+        assert b.exitcode == 0
+    assert exports.read_text().splitlines() == ["exported"]
 
 
 @pytest.mark.slow

@@ -200,8 +200,9 @@ def test_card_opens_with_model_card_metadata_from_eval_json(tmp_path):
 
 
 @pytest.mark.slow
-def test_how_to_use_runs_as_written(tmp_path):
-    """The card's Python snippets and command line, run on a bundle as the card gives them."""
+def test_how_to_use_runs_as_written(tmp_path, graph_cache):
+    """The card's Python snippets and command line, run on a bundle as the card gives them (the
+    run's graph folder for all three: the first snippet exports, the command line reads)."""
     import os
     import re
     import subprocess
@@ -225,7 +226,7 @@ def test_how_to_use_runs_as_written(tmp_path):
         assert len(done.stdout.splitlines()) == 5 and all(" " in line for line in done.stdout.splitlines())
     (console,) = re.findall(r"```console\n(.*?)```", text, re.S)
     first = console.splitlines()[0].removeprefix("$ duilian ").split()
-    cache = ["--graph-cache", str(tmp_path / "onnx")]
+    cache = ["--graph-cache", str(graph_cache)]
     done = subprocess.run(
         [sys.executable, "-m", "duilian", *first, *cache],
         cwd=root, env=env, capture_output=True, text=True, timeout=300,
