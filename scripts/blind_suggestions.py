@@ -48,7 +48,9 @@ def main() -> None:
     folder = args.model or default_model_dir()
     model = LoadedModel.load(folder, engine=Engine(SERVE_INT8, SERVE_RUNTIME, graph_cache_dir()))
     kept: list[tuple[list[str], str, str, str]] = []
+    read = 0
     for row in read_lines(args.lines):
+        read += 1
         upper = row[0]
         try:
             lower = model.answer(make_query(upper, n=1)).candidates[0].text
@@ -71,7 +73,7 @@ def main() -> None:
         files["places.tsv"].append(f"{row[0]}\t{row[2] if len(row) > 2 else ''}\t{place}")
     for name, out in files.items():
         (args.out / name).write_text("".join(f"{x}\n" for x in out), encoding="utf-8")
-    print(f"{len(kept)} lines with a suggestion -> {args.out}")
+    print(f"{len(kept)} lines with a suggestion of {read} read -> {args.out}")
 
 
 if __name__ == "__main__":
