@@ -16,7 +16,8 @@ import math
 import threading
 import time
 from collections import Counter, OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -112,13 +113,17 @@ class CoupletService:
         self._cache_size = cache_size
         self.max_pending = max_pending
         self.cache_hits = self.cache_misses = 0  # read by serve.observability's metrics
-        self._unbatched_on: Counter[int] = Counter()  # alternatives being answered, by id(model)
+        self._unbatched = 0  # alternatives and suggestions being answered (``pending``)
+        self._in_use: Counter[int] = Counter()  # requests holding a model, by id(model) (``_using``)
         self._cache_lock = threading.Lock()
         self._reload_lock = threading.Lock()
         self.shared: SharedCache | None = None  # answers shared with other servers (Settings.shared_cache)
 
     async def generate(self, q: Query) -> Answer:
-        model = self.model  # one read: a reload mid-request does not mix two models
+        with self._using() as model:  # one read: a reload mid-request does not mix two models
+            return await self._generate(model, q)
+
+    async def _generate(self, model: Served, q: Query) -> Answer:
         key = (model.version, q)
         with self._cache_lock:
             hit = self._cache.get(key)
@@ -154,47 +159,58 @@ class CoupletService:
 
     async def alternatives(self, q: AlternativesQuery) -> Alternatives:
         """The characters for one position of a lower line (``LoadedModel.alternatives``)."""
-        model = self.model
-        found: Alternatives = await self._off_batch(model, model.alternatives, q)
+        with self._using() as model:
+            found: Alternatives = await self._off_batch(model.alternatives, q)
         return found
 
     async def suggestions(self, report: CheckReport) -> Suggestions:
         """The suggestions for a checked couplet (``LoadedModel.suggestions``): all its places in
         one call, so one worker walks the line once and sends back only what is shown."""
-        model = self.model
-        found: Suggestions = await self._off_batch(model, model.suggestions, report)
+        with self._using() as model:
+            found: Suggestions = await self._off_batch(model.suggestions, report)
         return found
 
-    async def _off_batch(self, model: Served, method: Callable[[Any], Any], arg: object) -> Any:
-        """``method(arg)`` of ``model`` (the current one), in a decode worker or a thread of this
-        process: not batched with generate's lines and not cached, but counted toward
-        ``max_pending`` as they are; a reload retires the old model's workers only once these
-        are answered."""
+    @contextmanager
+    def _using(self) -> Iterator[Served]:
+        """The current model, held until the request is answered: read under the lock the swap
+        takes, so a reload retires the old model only once no request holds it."""
+        with self._cache_lock:
+            model = self.model
+            self._in_use[id(model)] += 1
+        try:
+            yield model
+        finally:
+            with self._cache_lock:
+                self._in_use[id(model)] -= 1
+                if not self._in_use[id(model)]:
+                    del self._in_use[id(model)]
+
+    async def _off_batch(self, method: Callable[[Any], Any], arg: object) -> Any:
+        """``method(arg)`` of a model, in a decode worker or a thread of this process: not batched
+        with generate's lines and not cached, but counted toward ``max_pending`` as they are."""
         if self.pending >= self.max_pending:
             raise Busy
         with self._cache_lock:
-            self._unbatched_on[id(model)] += 1
+            self._unbatched += 1
         try:
             return await asyncio.to_thread(method, arg)
         finally:
             with self._cache_lock:
-                self._unbatched_on[id(model)] -= 1
-                if not self._unbatched_on[id(model)]:
-                    del self._unbatched_on[id(model)]
+                self._unbatched -= 1
 
     @property
     def pending(self) -> int:
         """Decodes waiting or running: generate's in the batcher, and alternatives."""
         with self._cache_lock:
-            return self.batcher.pending + sum(self._unbatched_on.values())
+            return self.batcher.pending + self._unbatched
 
     def reload(self, path: Path) -> tuple[str, str, float]:
         """Load ``path`` beside the serving model, then swap (one reload at a time)."""
         with self._reload_lock:
             start = time.perf_counter()
             new = self.loader(path)
-            old, self.model = self.model, new
             with self._cache_lock:
+                old, self.model = self.model, new
                 self._cache.clear()
             if isinstance(old, PooledModel):  # its workers go once its last requests are answered
                 threading.Thread(target=self._retire, args=(old,), daemon=True).start()
@@ -202,7 +218,7 @@ class CoupletService:
             return new.version, old.version, time.perf_counter() - start
 
     def _retire(self, old: PooledModel) -> None:
-        while self.batcher.holds(old) or self._unbatched_on.get(id(old), 0):
+        while self.batcher.holds(old) or self._in_use.get(id(old), 0):
             time.sleep(0.05)
         old.close()
 
