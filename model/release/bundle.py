@@ -195,10 +195,13 @@ def graph_key(bundle: Bundle, role: str) -> str | None:
     None for an old bundle (its models are keyed by their weights in memory). A file's digest
     is its sum in the manifest, checked when the bundle loaded, so no file is read twice."""
     weights, config = ROLE_FILES[role]
-    paths = [bundle.path / weights, bundle.path / config]
-    shared = sorted(shared_files(read_config(paths[1]), paths[1]))
-    paths += [bundle.path / name for name in shared]
-    return files_key(f"{role}:{bundle.dtype or 'float32'}", paths, bundle.sums)
+    settings = read_config(bundle.path / config)
+    shared = sorted(shared_files(settings, bundle.path / config))
+    paths = [bundle.path / weights, *(bundle.path / name for name in shared)]
+    # the configuration without its training record (step, version): the same weights released
+    # again under another version are the same graphs
+    traced = json.dumps({k: v for k, v in settings.items() if k != "training"}, sort_keys=True)
+    return files_key(f"{role}:{bundle.dtype or 'float32'}:{traced}", paths, bundle.sums)
 
 
 def model_config(root: Path, role: str) -> ModelConfig:

@@ -571,6 +571,18 @@ def test_a_bundles_graph_key_follows_its_files_through_the_manifest(tmp_path, vo
     unlisted = load_bundle(copy)
     assert unlisted.sums == {} and graph_key(unlisted, "model") == graph_key(load_bundle(copy), "model")
     assert graph_key(unlisted, "model") != key_a
+    # the same weights released again (another version and step) are the same graphs; another
+    # setting of the model is not
+    again = export_bundle(tmp_path / "v2", make_model(vocab), vocab, train_pairs=pairs, version="2", step=9)
+
+    def record(bundle: Path) -> dict[str, Any]:
+        return dict(json.loads((bundle / CONFIG_FILE).read_text())["training"])
+
+    assert record(again) != record(a)
+    assert graph_key(load_bundle(again), "model") == key_a
+    key_unlisted, config = graph_key(unlisted, "model"), json.loads((copy / CONFIG_FILE).read_text())
+    (copy / CONFIG_FILE).write_text(json.dumps(config | {"dropout": 0.25}))
+    assert graph_key(load_bundle(copy), "model") != key_unlisted
 
 
 def test_the_same_model_exports_to_the_same_files(tmp_path, pairs) -> None:
