@@ -190,16 +190,16 @@ def _reverse_kind(config: dict[str, Any], path: Path) -> None:
 
 def graph_key(bundle: Bundle, role: str) -> str | None:
     """The key under which the ONNX graphs of the bundle's model ``role`` (``model``,
-    ``proposer``, ``reverse``) are cached (``onnx_engine.files_key``): a digest of its files
-    (and of those it shares tensors with), the traced code and the versions, with no PyTorch;
+    ``proposer``, ``reverse``) are cached (``onnx_engine.files_key``): a digest of its weights
+    (and of those it shares tensors with), its configuration without the training record, the
+    traced code and the versions, with no PyTorch;
     None for an old bundle (its models are keyed by their weights in memory). A file's digest
     is its sum in the manifest, checked when the bundle loaded, so no file is read twice."""
     weights, config = ROLE_FILES[role]
     settings = read_config(bundle.path / config)
     shared = sorted(shared_files(settings, bundle.path / config))
     paths = [bundle.path / weights, *(bundle.path / name for name in shared)]
-    # the configuration without its training record (step, version): the same weights released
-    # again under another version are the same graphs
+    # (step and version are not traced: the same weights released again reuse their graphs)
     traced = json.dumps({k: v for k, v in settings.items() if k != "training"}, sort_keys=True)
     return files_key(f"{role}:{bundle.dtype or 'float32'}:{traced}", paths, bundle.sums)
 
