@@ -156,7 +156,8 @@ class _Graph:
         cls, export: Callable[[], bytes], int8: bool, threads: int, cache: GraphCache | None, name: str
     ) -> _Graph:
         """The graph ``name`` from the cache, else exported (``export``), quantised with ``int8``
-        and cached (a damaged cached file is replaced)."""
+        and cached (a damaged cached file is replaced). An int8 graph is quantised from the
+        cached fp32 graph when there is one: the very bytes an export would give, without it."""
         if cache is None:
             return cls(_session(_exported(export, int8), threads))
         if (cached := cls.from_cache(cache, name, int8, threads)) is not None:
@@ -164,7 +165,9 @@ class _Graph:
         with cache.exporting(name, int8):
             if (cached := cls.from_cache(cache, name, int8, threads)) is not None:  # another process's
                 return cached
-            graph = _exported(export, int8)
+            graph = _quantised_cached(cache, name) if int8 else None
+            if graph is None:
+                graph = _exported(export, int8)
             cache.write(name, int8, graph)
         return cls(_session(graph, threads))
 
@@ -172,6 +175,18 @@ class _Graph:
         """The graph's outputs for ``args``, its inputs in order."""
         feed = {name: np.ascontiguousarray(a) for name, a in zip(self.inputs, args, strict=True)}
         return cast(list[np.ndarray], self.session.run(None, feed))
+
+
+def _quantised_cached(cache: GraphCache, name: str) -> bytes | None:
+    """The cached fp32 graph ``name`` quantised; None when there is none, or it is damaged."""
+    fp32 = cache.read(name, False)
+    if fp32 is None:
+        return None
+    try:
+        return _quantised(fp32)
+    except Exception:
+        logging.getLogger(__name__).warning("cached ONNX graph %s unreadable", cache.path(name, False))
+        return None
 
 
 def _exported(export: Callable[[], bytes], int8: bool) -> bytes:

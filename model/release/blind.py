@@ -44,7 +44,7 @@ from pathlib import Path
 
 from data.text import REGISTERS
 from model.decoding.options import DecodeOptions
-from model.release.eval_decode import load_any, make_decoder
+from model.release.eval_decode import bundle_graph_keys, load_any, make_decoder
 
 HEADER = ("id", "上联", "A", "B", "better", "score_A", "score_B")
 BETTER = {"a": "A", "b": "B", "tie": "tie", "=": "tie", "t": "tie", "平": "tie", "同": "tie"}
@@ -153,6 +153,7 @@ def decoded(path: Path, lines: list[Line], reverse: bool = False) -> list[str]:
     for every lower line."""
     try:
         model, vocab, proposer, pairing = load_any(path, reverse)
+        keys = bundle_graph_keys(path, reverse)
     except ValueError as e:
         raise BlindError(str(e)) from e
     if model.cfg.reverse != reverse:
@@ -161,7 +162,7 @@ def decoded(path: Path, lines: list[Line], reverse: bool = False) -> list[str]:
     out = [""] * len(lines)
     for register, chosen in by_register(lines, model.cfg.n_registers).items():
         options = DecodeOptions(register=register)
-        decode = make_decoder(model.eval(), vocab, options, False, proposer, pairing=pairing)
+        decode = make_decoder(model.eval(), vocab, options, False, proposer, pairing=pairing, graph_keys=keys)
         for i, text in zip(chosen, decode([lines[i].upper for i in chosen]), strict=True):
             out[i] = text
     return out

@@ -18,7 +18,7 @@ from model.decoding.decoder import Decoder
 from model.decoding.options import SERVE_INT8, SERVE_RUNTIME, Runtime
 from model.net.checkpoint import CoupletModel, load_model
 from model.net.checkpoint import load_proposer as checkpoint_proposer
-from model.release.bundle import load_bundle, load_models
+from model.release.bundle import graph_key, load_bundle, load_models
 from model.release.layout import verify_bundle
 from model.training.greedy import greedy
 
@@ -36,11 +36,13 @@ def make_decoder(
     pairing: PairingTable | None = None,
     progress: bool | None = None,
     desc: str = "decoding the test set",
+    graph_keys: tuple[str | None, str | None] = (None, None),
 ) -> Decode:
     """Top candidate of ``model.decoding.decoder.Decoder`` (or plain greedy decoding when asked),
     with a ``proposer`` (an encoder-only tagger) beside the model; ``int8``: quantised copies;
     ``runtime``: what runs them (model.decoding.options.RUNTIMES). ``progress``: a tqdm bar of
-    the lines decoded on stderr (None: when stderr is a terminal), named ``desc``."""
+    the lines decoded on stderr (None: when stderr is a terminal), named ``desc``; ``graph_keys``:
+    the keys of the model's and the proposer's cached graphs (``bundle_graph_keys``)."""
     if use_greedy:
 
         def plain(uppers: list[str]) -> list[str]:
@@ -58,6 +60,7 @@ def make_decoder(
         runtime=runtime,
         pairing=pairing,
         graph_cache=graph_cache_dir(),
+        graph_keys=graph_keys,
     )
 
     def one(upper: str) -> str:
@@ -104,6 +107,17 @@ def load_any(path: Path, reverse: bool = False) -> tuple[Any, Vocab, Any, Pairin
         return b.model, b.vocab, b.proposer, b.pairing
     model, vocab, _ = load_model(path)
     return model, vocab, None, None
+
+
+def bundle_graph_keys(path: Path, reverse: bool = False) -> tuple[str | None, str | None]:
+    """The keys under which the site caches the graphs of the bundle at ``path`` (its model, or
+    with ``reverse`` its reverse model, and its proposer), so that a decoder here reads the
+    graphs the site exported; (None, None) for a checkpoint (keyed by its weights in memory)."""
+    if not path.is_dir():
+        return None, None
+    b = load_bundle(path, models=False)
+    proposer = graph_key(b, "proposer") if b.has_proposer and not reverse else None
+    return graph_key(b, "reverse" if reverse else "model"), proposer
 
 
 def load_proposer(path: Path, vocab: Vocab) -> Any:
