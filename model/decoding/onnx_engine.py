@@ -214,10 +214,6 @@ def _built(
     graphs = {name: _Graph.build(timed(name), int8, threads, cache, name) for name in exports}
     if started:
         log.info("ONNX: the %s model's graphs exported in %.1f s", what, time.perf_counter() - started[0])
-        import os  # TRACE-TEMP
-        if os.environ.get("DUILIAN_TRACE_EXPORTS"):
-            with open(os.environ["DUILIAN_TRACE_EXPORTS"], "a") as f:
-                f.write(f"{os.getpid()}\t{time.perf_counter() - started[0]:.1f}\t{what}\t{int8}\t{cache.key if cache else None}\t{os.environ.get('PYTEST_CURRENT_TEST')}\n")
     return graphs
 
 
