@@ -13,21 +13,10 @@ from __future__ import annotations
 
 import os
 import shutil
-from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
-HEAVY = ("slow", "browser", "corpus")  # the markers of the tests that take seconds
-
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """The files with the most slow tests first: pytest-xdist hands out whole files in this
-    order (``--dist loadfile``), so the long ones start early and a run does not end with one
-    worker on a long file and the other idle. The order within a file is kept."""
-    heavy = Counter(item.path for item in items if any(item.get_closest_marker(m) for m in HEAVY))
-    items.sort(key=lambda item: -heavy[item.path])
 
 
 @pytest.fixture
