@@ -44,7 +44,14 @@ from model.decoding.decoder import Decoder
 from model.decoding.onnx_engine import OnnxTagger, OnnxTransformer
 from model.decoding.options import ALTERNATIVE_POOL, DIVERSE_PENALTY, MAX_CANDIDATES, DecodeOptions, Runtime
 from model.decoding.plan import ConstraintError
-from model.release.bundle import Bundle, graph_key, head_weight_t, load_bundle, model_config, model_meta
+from model.release.bundle import (
+    Bundle,
+    decoder_graph_keys,
+    head_weight_t,
+    load_bundle,
+    model_config,
+    model_meta,
+)
 from model.release.layout import WEIGHTS_FILE
 
 if TYPE_CHECKING:
@@ -141,14 +148,14 @@ def build_decoder(
 ) -> Decoder:
     """The decoder of the bundle's model (``reverse``: its lower_to_upper model, without a
     proposer, on the pairing table swapped) as ``engine`` asks. On ONNX Runtime with a graph
-    cache, the graphs are kept under keys of the bundle's files (``bundle.graph_key``); when
+    cache, the graphs are kept under keys of the bundle's files (``bundle.decoder_graph_keys``); when
     they are all there the decoder is built from them and the weights' few arrays it needs,
     without reading the PyTorch models (nor importing PyTorch): the command line's start and
     a decode worker's. Otherwise the models are read and the graphs exported (and cached)."""
     pairing = bundle.pairing if not reverse or bundle.pairing is None else bundle.pairing.swapped()
     role = "reverse" if reverse else "model"
     with_proposer = bundle.has_proposer and not reverse
-    keys = (graph_key(bundle, role), graph_key(bundle, "proposer") if with_proposer else None)
+    keys = decoder_graph_keys(bundle, reverse)
     if engine.runtime == "onnx" and engine.graph_cache is not None and keys[0] is not None:
         cache = engine.graph_cache
         model = OnnxTransformer.cached(model_config(bundle.path, role), keys[0], cache, engine.int8)

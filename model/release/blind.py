@@ -44,7 +44,7 @@ from pathlib import Path
 
 from data.text import REGISTERS
 from model.decoding.options import DecodeOptions
-from model.release.eval_decode import bundle_graph_keys, load_any, make_decoder
+from model.release.eval_decode import load_keyed, make_decoder
 
 HEADER = ("id", "上联", "A", "B", "better", "score_A", "score_B")
 BETTER = {"a": "A", "b": "B", "tie": "tie", "=": "tie", "t": "tie", "平": "tie", "同": "tie"}
@@ -152,8 +152,7 @@ def decoded(path: Path, lines: list[Line], reverse: bool = False) -> list[str]:
     ``reverse``, of its lower_to_upper model (a bundle's reverse model, or a checkpoint of one)
     for every lower line."""
     try:
-        model, vocab, proposer, pairing = load_any(path, reverse)
-        keys = bundle_graph_keys(path, reverse)
+        model, vocab, proposer, pairing, keys = load_keyed(path, reverse)
     except ValueError as e:
         raise BlindError(str(e)) from e
     if model.cfg.reverse != reverse:

@@ -204,6 +204,13 @@ def graph_key(bundle: Bundle, role: str) -> str | None:
     return files_key(f"{role}:{bundle.dtype or 'float32'}:{traced}", paths, bundle.sums)
 
 
+def decoder_graph_keys(bundle: Bundle, reverse: bool = False) -> tuple[str | None, str | None]:
+    """The graph keys of a decoder of the bundle (``graph_key``): its model's (``reverse``: its
+    reverse model's) and its proposer's (None where the decoder has none: a reverse one never)."""
+    proposer = graph_key(bundle, "proposer") if bundle.has_proposer and not reverse else None
+    return graph_key(bundle, "reverse" if reverse else "model"), proposer
+
+
 def model_config(root: Path, role: str) -> ModelConfig:
     """The configuration of the bundle's model ``role``, from its config file alone."""
     return ModelConfig.from_dict(read_config(root / ROLE_FILES[role][1]))

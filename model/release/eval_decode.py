@@ -18,7 +18,7 @@ from model.decoding.decoder import Decoder
 from model.decoding.options import SERVE_INT8, SERVE_RUNTIME, Runtime
 from model.net.checkpoint import CoupletModel, load_model
 from model.net.checkpoint import load_proposer as checkpoint_proposer
-from model.release.bundle import graph_key, load_bundle, load_models
+from model.release.bundle import decoder_graph_keys, load_bundle, load_models
 from model.release.layout import verify_bundle
 from model.training.greedy import greedy
 
@@ -42,7 +42,7 @@ def make_decoder(
     with a ``proposer`` (an encoder-only tagger) beside the model; ``int8``: quantised copies;
     ``runtime``: what runs them (model.decoding.options.RUNTIMES). ``progress``: a tqdm bar of
     the lines decoded on stderr (None: when stderr is a terminal), named ``desc``; ``graph_keys``:
-    the keys of the model's and the proposer's cached graphs (``bundle_graph_keys``)."""
+    the keys of the model's and the proposer's cached graphs (``load_keyed``)."""
     if use_greedy:
 
         def plain(uppers: list[str]) -> list[str]:
@@ -98,26 +98,27 @@ def load_any(path: Path, reverse: bool = False) -> tuple[Any, Vocab, Any, Pairin
     """A bundle folder or a checkpoint file -> (model, vocabulary, the bundle's proposer and
     pairing table, or None for each); ``reverse``: a bundle's lower_to_upper model instead, with
     no proposer and its pairing table read the other way (ValueError when it has none)."""
+    model, vocab, proposer, pairing, _ = load_keyed(path, reverse)
+    return model, vocab, proposer, pairing
+
+
+Keys = tuple[str | None, str | None]
+
+
+def load_keyed(path: Path, reverse: bool = False) -> tuple[Any, Vocab, Any, PairingTable | None, Keys]:
+    """``load_any`` and the keys under which the site caches a bundle's graphs
+    (``bundle.decoder_graph_keys``), so that a decoder here reads the graphs the site exported;
+    (None, None) for a checkpoint (keyed by its weights in memory)."""
     if path.is_dir():
         b = load_bundle(path)
         if reverse:
             if b.reverse is None:
                 raise ValueError(f"{path}: the bundle has no reverse model (reverse.safetensors)")
-            return b.reverse, b.vocab, None, None if b.pairing is None else b.pairing.swapped()
-        return b.model, b.vocab, b.proposer, b.pairing
+            swapped = None if b.pairing is None else b.pairing.swapped()
+            return b.reverse, b.vocab, None, swapped, decoder_graph_keys(b, reverse=True)
+        return b.model, b.vocab, b.proposer, b.pairing, decoder_graph_keys(b)
     model, vocab, _ = load_model(path)
-    return model, vocab, None, None
-
-
-def bundle_graph_keys(path: Path, reverse: bool = False) -> tuple[str | None, str | None]:
-    """The keys under which the site caches the graphs of the bundle at ``path`` (its model, or
-    with ``reverse`` its reverse model, and its proposer), so that a decoder here reads the
-    graphs the site exported; (None, None) for a checkpoint (keyed by its weights in memory)."""
-    if not path.is_dir():
-        return None, None
-    b = load_bundle(path, models=False)
-    proposer = graph_key(b, "proposer") if b.has_proposer and not reverse else None
-    return graph_key(b, "reverse" if reverse else "model"), proposer
+    return model, vocab, None, None, (None, None)
 
 
 def load_proposer(path: Path, vocab: Vocab) -> Any:

@@ -17,7 +17,7 @@ from data.paths import ROOT
 from model.decoding.decoder import Decoder
 from model.decoding.onnx_engine import TRANSFORMER_GRAPHS, GraphCache
 from model.decoding.options import SERVE_INT8
-from model.release.bundle import graph_key, load_bundle
+from model.release.bundle import decoder_graph_keys, load_bundle
 from tests.serve.test_observability import wait_healthy
 
 LIBRARIES = ("onnxscript", "onnx_ir", "torch.onnx", "torch.export")
@@ -30,10 +30,9 @@ def reverse_graphs_into(bundle: Path, run_cache: Path, folder: Path) -> None:
     test's, once a run)."""
     b = load_bundle(bundle)
     assert b.reverse is not None
-    key = graph_key(b, "reverse")
-    keys = (key, None)
+    keys = decoder_graph_keys(b, reverse=True)
     Decoder(b.reverse, b.vocab, int8=SERVE_INT8, runtime="onnx", graph_cache=run_cache, graph_keys=keys)
-    run, ours = GraphCache(run_cache, key or ""), GraphCache(folder, key or "")
+    run, ours = GraphCache(run_cache, keys[0] or ""), GraphCache(folder, keys[0] or "")
     folder.mkdir(parents=True, exist_ok=True)
     for name in TRANSFORMER_GRAPHS:
         shutil.copyfile(run.path(name, SERVE_INT8), ours.path(name, SERVE_INT8))

@@ -11,7 +11,7 @@ from data.text import PUNCTUATION, is_punct
 from model.decoding.decoder import Decoder, ModelView
 from model.decoding.options import DecodeOptions
 from model.decoding.plan import ConstraintError
-from model.release.bundle import Bundle, graph_key, load_bundle
+from model.release.bundle import Bundle, decoder_graph_keys, load_bundle
 from tests.model.conftest import FIXTURES, read_pairs
 
 MARKS = "，。、；：？！“”‘’《》（）·～—…"
@@ -34,7 +34,7 @@ def bundle() -> Bundle:
 
 @pytest.fixture(scope="module")
 def decoder(bundle: Bundle) -> Decoder:
-    keys = (graph_key(bundle, "model"), graph_key(bundle, "proposer"))  # the site's: exported once a run
+    keys = decoder_graph_keys(bundle)  # the site's: exported once a run
     return Decoder(bundle.model, bundle.vocab, int8=True, proposer=bundle.proposer, runtime="onnx",
                    pairing=bundle.pairing, blocked=bundle.blocked, graph_cache=graph_cache_dir(),
                    graph_keys=keys)  # fmt: skip
