@@ -33,6 +33,7 @@ from duilian.check import check_couplet, check_with, known_couplet
 from duilian.inputs import AlternativesQuery
 from duilian.service import Engine, LoadedModel, set_decode_threads
 from duilian.suggest import suggest
+from model.decoding.alternatives import Kept
 from model.decoding.answer import Alternatives
 from model.decoding.options import SERVE_INT8, SERVE_RUNTIME
 from model.decoding.plan import ConstraintError
@@ -126,13 +127,15 @@ class Suggesting:
     def __init__(self, model: LoadedModel) -> None:
         self.model, self.places, self.calls, self.couplets = model, 0, 0, 0
 
-    def ask(self, qs: Sequence[AlternativesQuery]) -> list[Alternatives | ConstraintError]:
-        self.calls += 1
-        return self.model.alternatives_at(qs)
-
     def __call__(self, upper: str, lower: str) -> object:
         report = check_with(self.model, upper, lower, "modern")
-        found = suggest(report, self.ask, self.model.bundle.pairing)
+        kept: Kept = {}  # as LoadedModel.suggestions keeps the line's scores between its asks
+
+        def ask(qs: Sequence[AlternativesQuery]) -> list[Alternatives | ConstraintError]:
+            self.calls += 1
+            return self.model.alternatives_at(qs, kept)
+
+        found = suggest(report, ask, self.model.bundle.pairing)
         self.places += len(found.items)
         self.couplets += 1
         return replace(report, suggestions=found)

@@ -38,6 +38,7 @@ from duilian.check import CheckReport
 from duilian.inputs import OVERSAMPLE, REVERSE, AlternativesQuery, Query
 from duilian.suggest import suggest
 from duilian.suggestions import Suggestions
+from model.decoding.alternatives import Kept
 from model.decoding.answer import Alternatives, Answer, Banner, Candidate
 from model.decoding.blocked import BlockedWords
 from model.decoding.decoder import Decoder
@@ -374,7 +375,9 @@ class LoadedModel(Library):
             raise found
         return found
 
-    def alternatives_at(self, queries: Sequence[AlternativesQuery]) -> list[Alternatives | ConstraintError]:
+    def alternatives_at(
+        self, queries: Sequence[AlternativesQuery], kept: Kept | None = None
+    ) -> list[Alternatives | ConstraintError]:
         """``alternatives`` of queries that differ in their position only (one line's places: the
         check's suggestions), the line read once (``Decoder.alternatives_at``); each query's answer
         or refusal."""
@@ -390,13 +393,15 @@ class LoadedModel(Library):
         )
         k = min(q.n + 1 + OVERSAMPLE, MAX_CANDIDATES)  # room for the line's own and filtered ones
         found = self.decoder_for(q.direction).alternatives_at(
-            q.given, q.written, [x.position for x in queries], options, k, q.pool or ALTERNATIVE_POOL
+            q.given, q.written, [x.position for x in queries], options, k, q.pool or ALTERNATIVE_POOL, kept
         )
         return [f if isinstance(f, ConstraintError) else self._cleaned(f, q) for f in found]
 
     def suggestions(self, report: CheckReport) -> Suggestions:
-        """The suggestions for a checked couplet (duilian/suggest.py), all its places in one walk."""
-        return suggest(report, self.alternatives_at, self.bundle.pairing)
+        """The suggestions for a checked couplet (duilian/suggest.py), all its places in one walk;
+        a second ask about the same places only describes more of what the first scored."""
+        kept: Kept = {}
+        return suggest(report, lambda qs: self.alternatives_at(qs, kept), self.bundle.pairing)
 
     def _cleaned(self, found: Alternatives, query: AlternativesQuery) -> Alternatives:
         clean = [a for a in found.alternatives if self.is_clean(a.text, query.given)]

@@ -41,6 +41,9 @@ from model.decoding.plan import ConstraintError
 
 MAX_PLACES = 3  # places of the lower line suggested for
 SHOWN = 3  # replacements shown for each place
+# characters described (rule report, tones, filters) at first: most places show their three
+# within them; the others are described again up to MAX_ALTERNATIVES from the same scores
+FIRST = 5
 # characters scored whole at each place (the alternatives route scores 64): 24 keep the first
 # suggestion of 64 at 93% of places in about 60% of the time (docs/MEASUREMENTS.md)
 POOL = 24
@@ -103,12 +106,12 @@ def _places(name: str, where: list[int], lower: str, lt: list[Tone]) -> list[int
     return [p for p in where if not is_punct(lower[p])]
 
 
-def queries(check: CheckReport, places: Sequence[Place], rules_on: bool = True) -> list[AlternativesQuery]:
-    """What to ask the alternatives search for each place."""
+def queries(
+    check: CheckReport, places: Sequence[Place], rules_on: bool = True, n: int = MAX_ALTERNATIVES
+) -> list[AlternativesQuery]:
+    """What to ask the alternatives search for each place (``n`` characters besides the line's own)."""
     return [
-        AlternativesQuery(
-            check.upper, check.lower, p.position, MAX_ALTERNATIVES, check.tone_mode, rules=rules_on, pool=POOL
-        )
+        AlternativesQuery(check.upper, check.lower, p.position, n, check.tone_mode, rules=rules_on, pool=POOL)
         for p in places
     ]
 
@@ -128,35 +131,56 @@ def assemble(
     """The suggestions from the search's answer for each place (or its refusal)."""
     if not places:
         return Suggestions(searched=True, reason=NOTHING_WEAK)
-    upper, lower, mode = check.upper, check.lower, check.tone_mode
-    before = rules.rule_faults(upper, lower, check.report, line_tones(upper, mode), line_tones(lower, mode))
-    words = {i: w for w in check.words for i in range(w.start, w.start + len(w.upper))}
-    items = []
-    for place, answer in zip(places, found, strict=True):
-        p = place.position
+    judge = _Judge(check, pairing)
+    return Suggestions(
+        searched=True, reason=None, items=[judge.item(p, a) for p, a in zip(places, found, strict=True)]
+    )
+
+
+class _Judge:
+    """The suggestion for each place of one checked couplet from the search's answer there."""
+
+    def __init__(self, check: CheckReport, pairing: PairingTable | None) -> None:
+        upper, lower, mode = check.upper, check.lower, check.tone_mode
+        self.check, self.pairing = check, pairing
+        self.before = rules.rule_faults(
+            upper, lower, check.report, line_tones(upper, mode), line_tones(lower, mode)
+        )
+        self.words = {i: w for w in check.words for i in range(w.start, w.start + len(w.upper))}
+
+    def item(self, place: Place, answer: Alternatives | ConstraintError) -> Suggestion:
+        check, pairing, p = self.check, self.pairing, place.position
+        upper, lower = check.upper, check.lower
         own = pairing.get(upper[p], lower[p]) if pairing is not None else None
         failed = isinstance(answer, ConstraintError)
         listed = [] if isinstance(answer, ConstraintError) else answer.alternatives
         positions = [p] if isinstance(answer, ConstraintError) else list(answer.positions)
         floor = _floor(place, listed)
         ranked = [a for a in listed if a.rank_score >= floor]
-        judged = (_judge(check, place, positions, a, before, pairing) for a in ranked if not a.original)
+        judged = (_judge(check, place, positions, a, self.before, pairing) for a in ranked if not a.original)
         shown = list(islice((r for r in judged if r is not None), SHOWN))  # (judged until enough)
-        word = words.get(p)
-        items.append(
-            Suggestion(
-                position=p,
-                positions=positions,
-                current=lower[p],
-                weakness=list(place.weakness),
-                upper_word=word.upper if word else upper[p],
-                lower_word=word.lower if word else lower[p],
-                pairing=_round(own),
-                replacements=shown,
-                note=None if shown else (str(answer) if failed else _why_none(place, listed, floor)),
-            )
+        word = self.words.get(p)
+        return Suggestion(
+            position=p,
+            positions=positions,
+            current=lower[p],
+            weakness=list(place.weakness),
+            upper_word=word.upper if word else upper[p],
+            lower_word=word.lower if word else lower[p],
+            pairing=_round(own),
+            replacements=shown,
+            note=None if shown else (str(answer) if failed else _why_none(place, listed, floor)),
         )
-    return Suggestions(searched=True, reason=None, items=items)
+
+    @staticmethod
+    def settled(place: Place, answer: Alternatives | ConstraintError, item: Suggestion) -> bool:
+        """Whether ``item``, from the first characters of the list, is what the whole list gives:
+        its replacements are all shown, or the list reached characters below the floor (the rest,
+        ranked lower, are cut too), or there is no list."""
+        if isinstance(answer, ConstraintError) or len(item.replacements) == SHOWN:
+            return True
+        floor = _floor(place, answer.alternatives)
+        return any(not a.original and a.rank_score < floor for a in answer.alternatives)
 
 
 def _floor(place: Place, listed: Sequence[Alternative]) -> float:
@@ -201,18 +225,36 @@ Ask = Callable[[Sequence[AlternativesQuery]], Sequence[Alternatives | Constraint
 
 
 def suggest(check: CheckReport, ask: Ask, pairing: PairingTable | None) -> Suggestions:
-    """The suggestions, asking ``ask`` (``LoadedModel.alternatives_at``) for all places at once."""
+    """The suggestions, asking ``ask`` (``LoadedModel.alternatives_at``) for all places at once:
+    first for ``FIRST`` characters a place, then, for the places those did not settle, for
+    ``MAX_ALTERNATIVES`` (an ``ask`` that keeps the line's scores only describes more of them:
+    ``LoadedModel.suggestions``). The answer is the one all ``MAX_ALTERNATIVES`` give at once."""
     try:
         places = plan(check, pairing)
     except Unsuggestable as exc:
         return exc.answer
-    found = list(ask(queries(check, places))) if places else []
+    if not places:
+        return assemble(check, places, [], pairing)
+    found = list(ask(queries(check, places, n=FIRST)))
+    rules_on = [True] * len(places)
     retry = [i for i, f in enumerate(found) if needs_retry(f)]
     if retry:
-        again = ask(queries(check, [places[i] for i in retry], rules_on=False))
+        again = ask(queries(check, [places[i] for i in retry], rules_on=False, n=FIRST))
         for i, f in zip(retry, again, strict=True):
-            found[i] = f
-    return assemble(check, places, found, pairing)
+            found[i], rules_on[i] = f, False
+    judge = _Judge(check, pairing)
+    items = [judge.item(p, f) for p, f in zip(places, found, strict=True)]
+    for rules_flag in (True, False):
+        more = [
+            i
+            for i in range(len(places))
+            if rules_on[i] == rules_flag and not judge.settled(places[i], found[i], items[i])
+        ]
+        if more:
+            whole = ask(queries(check, [places[i] for i in more], rules_on=rules_flag))
+            for i, f in zip(more, whole, strict=True):
+                items[i] = judge.item(places[i], f)
+    return Suggestions(searched=True, reason=None, items=items)
 
 
 def _round(score: float | None) -> float | None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any, Protocol, cast
 
 import numpy as np
@@ -67,6 +68,26 @@ def alternatives(
     return found
 
 
+@dataclass(frozen=True)
+class Scored:
+    """One place of a line with its characters scored whole (``alternatives_at``'s costly part):
+    ``chars`` (C,) and ``lines`` (C, L) each with one of them, their search scores ``search``
+    and model log-probabilities ``logp`` (C,), ``own`` the line's own character there, ``group``
+    the positions that change together."""
+
+    group: list[int]
+    chars: list[int]
+    lines: Tensor
+    search: Tensor
+    logp: Tensor
+    own: int
+
+
+# scored places kept for another ask about the same line (``alternatives_at``'s ``kept``): by
+# position, for one line, options and pool
+Kept = dict[tuple[str, str, int, DecodeOptions, int], Scored]
+
+
 def alternatives_at(
     decoder: AlternativesDecoder,
     upper: str,
@@ -75,22 +96,71 @@ def alternatives_at(
     options: DecodeOptions,
     k: int,
     pool: int,
+    kept: Kept | None = None,
 ) -> list[Alternatives | ConstraintError]:
     """:func:`alternatives` at each of ``positions`` of one line, the answer or the refusal of
     each: the line is planned, encoded and walked once, and each position's lines are scored in
-    one batch from where they leave it. Raises ConstraintError when the line itself cannot be judged."""
+    one batch from where they leave it. With ``kept``, places scored before (an earlier ask of
+    the same line, options and pool, for fewer characters) are only described again, and the
+    places scored now are added to it. Raises ConstraintError when the line itself cannot be judged."""
     if not 1 <= k <= MAX_CANDIDATES:
         raise ValueError(f"k must be 1..{MAX_CANDIDATES}, got {k}")
     refused = {p: _position_error(upper, lower, p, options.rules, decoder.vocab) for p in positions}
     if all(refused.values()):
         return [cast(ConstraintError, refused[p]) for p in positions]
     view, plan = decoder.plan_view(upper, options)
+    kept = {} if kept is None else kept
+    wanted = [p for p in positions if refused[p] is None]
+    missing = [p for p in wanted if (upper, lower, p, options, pool) not in kept]
+    if missing:
+        for p, scored in _scored(decoder, view, plan, lower, missing, options, pool).items():
+            kept[(upper, lower, p, options, pool)] = scored
+    per_token = plan.length + int(options.score_end)
+    direction = REVERSE if decoder.reverse else FORWARD
+    upper_line, lower_line = (lower, view.original) if decoder.reverse else (view.original, lower)
+    given_tones = line_tones(view.original, plan.mode)
+    answers: dict[int, Alternatives | ConstraintError] = {}
+    for p in wanted:
+        scored = kept[(upper, lower, p, options, pool)]
+        s, lp = scored.search, scored.logp
+        order = [j for j in topk(s, len(s))[1].tolist() if math.isfinite(s[j])]
+        chosen = set(order[:k]) | {j for j in order if scored.chars[j] == scored.own}
+        found = []
+        for j in (j for j in order if j in chosen):
+            text = view.text(plan.written(scored.lines[j].tolist(), decoder.tables.pieces))
+            found.append(
+                Alternative(
+                    char=decoder.tables.pieces[scored.chars[j]],
+                    text=text,
+                    rank_score=float(s[j]) / per_token,
+                    score=float(lp[j]) / per_token,
+                    tones=tone_marks(text, plan.mode),
+                    report=check_answer(view.original, text, plan.mode, given_tones, decoder.reverse),
+                    original=scored.chars[j] == scored.own,
+                )
+            )
+        positions_p = [view.kept[i] for i in scored.group]
+        answers[p] = (
+            Alternatives(direction, upper_line, lower_line, p, positions_p, found) if found else _none_fits(p)
+        )
+    return [cast(ConstraintError, refused[p]) if refused[p] else answers[p] for p in positions]
+
+
+def _scored(
+    decoder: AlternativesDecoder,
+    view: ModelView,
+    plan: Plan,
+    lower: str,
+    positions: Sequence[int],
+    options: DecodeOptions,
+    pool: int,
+) -> dict[int, Scored]:
+    """Each of ``positions`` (none refused) with its best ``pool`` characters and the line's own
+    scored whole: the line encoded and walked once, each place's lines in one batch."""
     line = [decoder.vocab.encode(lower[i])[0] for i in view.kept]
     head = [src if src >= 0 else i for i, src in enumerate(plan.copy_of)]
     groups = {
-        p: [i for i in range(plan.length) if head[i] == head[view.kept.index(p)]]
-        for p in positions
-        if refused[p] is None
+        p: [i for i in range(plan.length) if head[i] == head[view.kept.index(p)]] for p in positions
     }  # a repeat group changes together
 
     table, src, stepwise = decoder.rule_tables([plan], options)  # (1, L+1, V), (1, L)
@@ -101,40 +171,13 @@ def alternatives_at(
     memory = engine.encode(src)
 
     at = branches(engine, src, table, stepwise, line, sorted({g[0] for g in groups.values()}), memory)
-    chars = {p: _pool(at[g[0]].scores, table, line, g, pool) for p, g in groups.items()}
-    lines = {p: _lines(line, g, chars[p]) for p, g in groups.items()}  # (C, L) each
-    scored = {
-        p: forced_from(engine, at[g[0]], table, stepwise, lines[p], options.score_end, plan.required)
-        for p, g in groups.items()
-    }
-    per_token = plan.length + int(options.score_end)
-    tones = line_tones(view.original, plan.mode)
-    direction = REVERSE if decoder.reverse else FORWARD
-    upper_line, lower_line = (lower, view.original) if decoder.reverse else (view.original, lower)
-    answers: dict[int, Alternatives | ConstraintError] = {}
-    for p, group in groups.items():
-        (s, lp), own = scored[p], line[group[0]]
-        order = [j for j in topk(s, len(s))[1].tolist() if math.isfinite(s[j])]
-        chosen = set(order[:k]) | {j for j in order if chars[p][j] == own}
-        found = []
-        for j in (j for j in order if j in chosen):
-            text = view.text(plan.written(lines[p][j].tolist(), decoder.tables.pieces))
-            found.append(
-                Alternative(
-                    char=decoder.tables.pieces[chars[p][j]],
-                    text=text,
-                    rank_score=float(s[j]) / per_token,
-                    score=float(lp[j]) / per_token,
-                    tones=tone_marks(text, plan.mode),
-                    report=check_answer(view.original, text, plan.mode, tones, decoder.reverse),
-                    original=chars[p][j] == own,
-                )
-            )
-        positions_p = [view.kept[i] for i in group]
-        answers[p] = (
-            Alternatives(direction, upper_line, lower_line, p, positions_p, found) if found else _none_fits(p)
-        )
-    return [cast(ConstraintError, refused[p]) if refused[p] else answers[p] for p in positions]
+    out = {}
+    for p, g in groups.items():
+        chars = _pool(at[g[0]].scores, table, line, g, pool)
+        lines = _lines(line, g, chars)  # (C, L)
+        s, lp = forced_from(engine, at[g[0]], table, stepwise, lines, options.score_end, plan.required)
+        out[p] = Scored(g, chars, lines, s, lp, line[g[0]])
+    return out
 
 
 def _none_fits(position: int) -> ConstraintError:

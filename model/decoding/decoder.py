@@ -29,7 +29,7 @@ from data.rules import reads_reversed
 from data.text import is_punct
 from data.tones import Tone
 from data.vocab import Vocab
-from model.decoding.alternatives import alternatives_at
+from model.decoding.alternatives import Kept, alternatives_at
 from model.decoding.answer import FORWARD, REVERSE, Alternatives, Answer, judged, tone_marks
 from model.decoding.blocked import BlockedWords, NoBlockedWords
 from model.decoding.engines import as_engine, is_encoder_decoder, runtime_copy, transposed_head
@@ -290,12 +290,14 @@ class Decoder:
         options: DecodeOptions | None = None,
         k: int = 10,
         pool: int = ALTERNATIVE_POOL,
+        kept: Kept | None = None,
     ) -> list[Alternatives | ConstraintError]:
         """``alternatives`` at each of ``positions`` of one line, the answer or the refusal of
         each, the line planned, encoded and walked once and all positions' lines scored in one
-        batch (the check's suggestions)."""
+        batch (the check's suggestions); ``kept``: places scored by an earlier ask of the same
+        line, which are only described again (model/decoding/alternatives.py)."""
         try:
-            found = alternatives_at(self, upper, lower, positions, options or DecodeOptions(), k, pool)
+            found = alternatives_at(self, upper, lower, positions, options or DecodeOptions(), k, pool, kept)
         except ConstraintError as e:
             found = [e for _ in positions]
         return [f.mirrored() if self.reverse and isinstance(f, ConstraintError) else f for f in found]

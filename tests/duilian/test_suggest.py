@@ -15,9 +15,11 @@ from data.rules import check
 from duilian.check import CheckReport, check_couplet, check_with
 from duilian.inputs import FORWARD
 from duilian.service import Engine, LoadedModel
-from duilian.suggest import NEAR, PAIR, assemble, plan, suggest
+from duilian.suggest import NEAR, PAIR, Unsuggestable, assemble, needs_retry, plan, queries
 from duilian.suggestions import NO_MODEL, NONE_AS_GOOD, NOT_ALIGNED, NOTHING_WEAK
+from model.decoding.alternatives import Kept
 from model.decoding.answer import Alternative, Alternatives, tone_marks
+from model.decoding.plan import ConstraintError
 from serve.settings import Settings
 from tests.serve.conftest import PAIRS
 
@@ -30,7 +32,58 @@ def model(bundle_a: Path, graph_cache: Path) -> LoadedModel:
 
 def suggested(model: LoadedModel, upper: str, lower: str) -> CheckReport:
     report = check_with(model, upper, lower, "modern")
-    return replace(report, suggestions=suggest(report, model.alternatives_at, model.bundle.pairing))
+    return replace(report, suggestions=model.suggestions(report))
+
+
+# hand-made couplets with broken rules and weak pairs, and the site's own pairs mangled
+COUPLETS = [
+    ("春风得意", "秋月生雨"),
+    ("春风得意", "秋风生辉"),
+    ("春风得意", "秋秋生辉"),
+    ("春风得意", "春月生雨"),
+    ("绿水青山，千秋画卷", "红梅白雪，万里诗山"),
+    *[(u, w[::-1]) for u, w in PAIRS],
+    *[(u, w[1:] + w[0]) for u, w in PAIRS if "，" not in u],
+]
+
+
+@pytest.mark.parametrize(("upper", "lower"), COUPLETS)
+def test_describing_the_first_characters_first_gives_what_describing_them_all_gives(
+    model: LoadedModel, upper: str, lower: str
+) -> None:
+    """``suggest`` describes five characters a place first and the rest only where those do not
+    settle it; its answer is the one the whole list of ``MAX_ALTERNATIVES`` gives at once (the
+    rules-off retry as ``suggest`` asks it)."""
+    report = check_with(model, upper, lower, "modern")
+    pairing = model.bundle.pairing
+    try:
+        places = plan(report, pairing)
+    except Unsuggestable as exc:
+        assert model.suggestions(report) == exc.answer
+        return
+    found = model.alternatives_at(queries(report, places)) if places else []
+    for i, f in enumerate(found):
+        if needs_retry(f):
+            (found[i],) = model.alternatives_at(queries(report, [places[i]], rules_on=False))
+    assert model.suggestions(report) == assemble(report, places, found, pairing)
+
+
+def test_a_second_ask_about_a_kept_place_only_describes_more_of_it(model: LoadedModel) -> None:
+    """``kept`` holds each place's scored lines after the first ask; a second ask for more
+    characters reads them (no new entry) and answers as a fresh ask of that many does."""
+    report = check_with(model, "春风得意", "秋月生雨", "modern")
+    places = plan(report, model.bundle.pairing)
+    kept: Kept = {}
+    few = model.alternatives_at(queries(report, places, n=2), kept)
+    assert len(kept) == len([f for f in few if not isinstance(f, ConstraintError)]) > 0
+    entries = dict(kept)
+    more = model.alternatives_at(queries(report, places), kept)
+    assert kept == entries and all(kept[key] is entries[key] for key in kept)  # nothing scored again
+    assert more == model.alternatives_at(queries(report, places))
+    for f, m in zip(few, more, strict=True):  # the few are the first of the more
+        if isinstance(f, Alternatives) and isinstance(m, Alternatives):
+            first = [a for a in f.alternatives if not a.original]
+            assert first == [a for a in m.alternatives if not a.original][: len(first)]
 
 
 @pytest.mark.parametrize(
