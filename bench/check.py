@@ -173,12 +173,12 @@ def run(args: argparse.Namespace) -> dict[str, object]:
     n_sug_short, n_sug_long = (11, 4) if quick else (61, 13)
     for name, processes in (("api_suggest_7", 0), ("site_suggest_7", 2)):  # in the server; the site's workers
         api, close = api_of(default_model_dir(), suggest=True, processes=processes)
-        try:  # the whole request with its suggestions, on other couplets than `suggest`'s below
+        try:  # the whole request with its suggestions, a fresh app each: the couplets `suggest` times below
             pairs = short[n_short : n_short + n_sug_short]
             out |= {f"{name}_{k}": v for k, v in timed(api, pairs).items()}
         finally:
             close()
-    out |= suggest_figures(short[:n_sug_short], "suggest_7")
+    out |= suggest_figures(short[n_short : n_short + n_sug_short], "suggest_7")  # the same couplets
     out |= suggest_figures(long[:n_sug_long], "suggest_100")
     out["load_average_at_start"] = round(os.getloadavg()[0], 2)
     return out

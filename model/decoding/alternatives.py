@@ -1,7 +1,7 @@
 """Alternatives at one position (``Decoder.alternatives``, whose docstring says what they are):
 the characters the rules allow there are ranked by the search's score at that position alone,
 the best ``pool`` of them and the line's own then scored on the whole line as the search
-scores a line (model/decoding/rescoring.py's ``branches`` and ``forced_from``).
+scores a line (model/decoding/rescoring.py's ``forced_walk``).
 
 Shapes: L line length, V vocabulary, C characters scored whole.
 """
@@ -25,7 +25,7 @@ from model.decoding.model_view import ModelView
 from model.decoding.options import MAX_CANDIDATES, DecodeOptions
 from model.decoding.plan import ConstraintError, Plan
 from model.decoding.score_rules import StepRule
-from model.decoding.search import branches, forced_from
+from model.decoding.search import forced_walk
 from model.decoding.vocab_tables import VocabTables
 
 Tensor = np.ndarray  # (the search's arrays)
@@ -170,13 +170,18 @@ def _scored(
     engine = decoder.engine_for(options)
     memory = engine.encode(src)
 
-    at = branches(engine, src, table, stepwise, line, sorted({g[0] for g in groups.values()}), memory)
+    heads = {g[0]: g for g in groups.values()}
+
+    def leaving(head: int, scores: Tensor) -> Tensor:
+        return _lines(line, heads[head], _pool(scores, table, line, heads[head], pool))
+
+    walked = forced_walk(
+        engine, src, table, stepwise, line, sorted(heads), leaving, memory, options.score_end, plan.required
+    )
     out = {}
     for p, g in groups.items():
-        chars = _pool(at[g[0]].scores, table, line, g, pool)
-        lines = _lines(line, g, chars)  # (C, L)
-        s, lp = forced_from(engine, at[g[0]], table, stepwise, lines, options.score_end, plan.required)
-        out[p] = Scored(g, chars, lines, s, lp, line[g[0]])
+        lines, s, lp = walked[g[0]]
+        out[p] = Scored(g, lines[:, g[0]].tolist(), lines, s, lp, line[g[0]])
     return out
 
 

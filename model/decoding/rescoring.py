@@ -1,31 +1,25 @@
 """Scores of given lines: :func:`rescore`, the encoder-decoder's log-probability of whole
-candidate lines in one teacher-forced pass (the fast mode's proposals); :func:`branches`
-and :func:`forced_from`, the beam search's scores of every character after a line's prefixes and
-of lines that leave it there (``Decoder.alternatives``), step by step as the search reads them
-(model/decoding/step_model.py's ``rule_scores``).
+candidate lines in one teacher-forced pass (the fast mode's proposals); :func:`forced_walk`,
+the beam search's own scores of lines that leave a given line at some places
+(``Decoder.alternatives``), step by step as the search reads them (model/decoding/step_model.py's
+``rule_scores``).
 
 Shapes: N requests, K candidates, L line length, V vocabulary (or M listed columns).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
 from data.vocab import BOS_ID, EOS_ID, PAD_ID
+from model.decoding.arrays import log_softmax, log_softmax_at
 from model.decoding.score_rules import Step, StepRule
 from model.decoding.shortlist import Shortlist
-from model.decoding.step_model import (
-    RescoringModel,
-    StepModel,
-    model_log_probs,
-    model_log_probs_at,
-    rule_scores,
-)
+from model.decoding.step_model import RescoringModel, StepModel, rule_scores
 from model.decoding.vocab_tables import NEG_INF
+from model.net.capabilities import LOG_PROBS
 
 Tensor = np.ndarray  # (the search's arrays)
 
@@ -91,88 +85,93 @@ def _distinct_prefixes(rows: list[list[int]], per_request: int) -> tuple[list[in
     return which, firsts
 
 
-@dataclass
-class Branch:
-    """Where other lines leave a given line: the search at ``pos`` after the line's prefix."""
-
-    pos: int
-    scores: Tensor  # (V,) the search's scores of every token at pos
-    logp: Tensor  # (V,) the model's log-probabilities there
-    search: np.float32  # the prefix's search score and model log-probability
-    logp_sum: np.float32
-    cache: Any  # the model's cache after the step at pos, one row
+# lines that leave the walked line at a place, given the search's scores there (V,): (C, L)
+Leaving = Callable[[int, Tensor], Tensor]
 
 
-def branches(
+def forced_walk(
     model: StepModel,
     src: Tensor,
     table: Tensor,
     step_rules: Sequence[StepRule],
     line: Sequence[int],
-    positions: Sequence[int],
+    places: Sequence[int],
+    leaving: Leaving,
     memory: Tensor | None = None,
-) -> dict[int, Branch]:
-    """One walk along ``line`` of one request (src (1, S), table (1, L+1, V)) as the search
-    takes it, stopping at each of ``positions``: there the scores the search gives every token
-    after the line's prefix (the model's log-probabilities, the table's row, the step rules),
-    from which :func:`forced_from` scores lines that differ from ``line`` there first."""
-    found: dict[int, Branch] = {}
-    if not positions:
-        return found
-    last = max(positions)
-    memory = model.encode(src) if memory is None else memory
-    cache = model.new_cache(memory, src, len(line) + 1)
-    tokens = np.array(list(line), dtype=np.int64).reshape(1, -1)
-    search, logp_sum = np.float32(0), np.float32(0)
-    prev = np.full((1,), BOS_ID, dtype=np.int64)
-    for pos in range(last + 1):
-        logp = model_log_probs(model, cache, prev, pos)  # (1, V)
-        scores = rule_scores(logp, table, pos, step_rules, Step(pos, tokens[:, :pos], np.zeros(1, np.int64)))
-        if pos in positions:
-            one = model.reorder_cache(cache, np.zeros(1, dtype=np.int64))  # (a copy: the walk goes on)
-            found[pos] = Branch(pos, scores[0], logp[0], search, logp_sum, one)
-        tok = int(tokens[0, pos])
-        search, logp_sum = search + scores[0, tok], logp_sum + logp[0, tok]
-        prev = tokens[:, pos]
-    return found
-
-
-def forced_from(
-    model: StepModel,
-    branch: Branch,
-    table: Tensor,
-    step_rules: Sequence[StepRule],
-    lines: Tensor,
     score_end: bool = False,
     required: Sequence[int] = (),
-) -> tuple[Tensor, Tensor]:
-    """The beam search's own scores of given lines (C, L) that share the walked line's prefix
-    before ``branch.pos``: search scores (C,) (log-probs plus the table's and step rules'
-    preferences, -inf where a rule refuses the line) and model log-probs (C,).
+) -> dict[int, tuple[Tensor, Tensor, Tensor]]:
+    """The beam search's own scores of lines that leave ``line`` (one request: src (1, S), table
+    (1, L+1, V)) at each of ``places``, all in one walk: place -> (lines (C, L), search scores
+    (C,), model log-probs (C,)); search scores are log-probs plus the table's and the step rules'
+    preferences, -inf where a rule refuses a line.
 
-    From the branch on, each line is taken token by token as the search would take it, all
-    in one batch: the model's step after the line's own prefix, the table's row, every step
-    rule on that prefix; the line's token is then read off those scores. Only the lines' own
-    tokens are read, so the table and the rules run over those columns (M: the lines' tokens,
-    the end of sequence and the ``required`` characters) as the shortlist search runs them; the
-    model's log-probabilities are normalised over the whole vocabulary."""
-    c, length = lines.shape
+    The walk takes ``line`` token by token as the search would. At a place, ``leaving(place,
+    scores)`` gives the lines to score from the scores the search gives every token there
+    after the line's prefix; from then on those lines ride in the same batch as the line and the
+    lines of the places before, each step one model call for all of them. Their own tokens only
+    are read, so the table and the rules run over those columns (M: the lines' tokens, the end
+    of sequence and the ``required`` characters) as the shortlist search runs them; the model's
+    log-probabilities are normalised over the whole vocabulary. On an int8 engine a batch's
+    activations share one scale, so a place's scores move a little with the places walked beside
+    it (docs/MEASUREMENTS.md, "Checking a couplet"); in fp32 they are those of each place alone."""
+    found: dict[int, tuple[Tensor, Tensor, Tensor]] = {}
+    if not places:
+        return found
+    starts, length = sorted(set(places)), len(line)
     steps = length + 1 if score_end else length
-    target = np.concatenate([lines, np.full((c, 1), EOS_ID)], 1) if score_end else lines
-    ids = np.unique(np.concatenate([target.reshape(-1), [EOS_ID], np.asarray(required, np.int64)]))
-    columns = np.searchsorted(ids, target)  # (C, T) each token's column
-    table = table[:, :, ids]  # (1, L+1, M)
-    step_rules = [rule.on_columns(ids[None, :]) for rule in step_rules]
-    tok = target[:, branch.pos]
-    search = branch.search + branch.scores[tok]
-    logp_sum = branch.logp_sum + branch.logp[tok]
-    cache = model.reorder_cache(branch.cache, np.zeros(c, dtype=np.int64))
-    row = np.zeros(c, dtype=np.int64)
-    for pos in range(branch.pos + 1, steps):
-        logp = model_log_probs_at(model, cache, tok, pos, ids)  # (C, M)
-        scores = rule_scores(logp, table, pos, step_rules, Step(pos, columns[:, :pos], row))  # (C, M)
-        here = columns[:, pos, None]
-        search = search + np.take_along_axis(scores, here, 1)[:, 0]
-        logp_sum = logp_sum + np.take_along_axis(logp, here, 1)[:, 0]
-        tok = target[:, pos]
-    return search, logp_sum
+    memory = model.encode(src) if memory is None else memory
+    cache = model.new_cache(memory, src, length + 1)
+    tokens = np.array(list(line), dtype=np.int64).reshape(1, -1)
+    own_search, own_logp = np.float32(0), np.float32(0)
+    normalised = LOG_PROBS in model.capabilities
+    walking = True  # the line itself still rides in row 0 (until its last place)
+    # the leaving lines, place by place, and what every step reads over their columns
+    targets = np.zeros((0, steps), dtype=np.int64)
+    search, logp = np.zeros(0, np.float32), np.zeros(0, np.float32)
+    owner: list[int] = []  # the place of each leaving line
+    ids, columns, table_m, rules_m = np.zeros(0, np.int64), targets, table, list(step_rules)
+    for pos in range(steps):
+        own_prev = [BOS_ID if pos == 0 else int(tokens[0, pos - 1])] if walking else []
+        prev = np.concatenate([own_prev, targets[:, pos - 1] if pos else []]).astype(np.int64)
+        out = model.step(cache, prev, pos)  # (R, V)
+        first = int(walking)
+        if len(targets):
+            lp = out[first:, ids] if normalised else log_softmax_at(out[first:], ids)  # (C, M)
+            step = Step(pos, columns[:, :pos], np.zeros(len(targets), np.int64))
+            scores = rule_scores(lp, table_m, pos, rules_m, step)
+            here = columns[:, pos, None]
+            search = search + np.take_along_axis(scores, here, 1)[:, 0]
+            logp = logp + np.take_along_axis(lp, here, 1)[:, 0]
+        if not walking:
+            continue
+        own = out[:1] if normalised else log_softmax(out[:1])  # (1, V)
+        own_step = Step(pos, tokens[:, :pos], np.zeros(1, np.int64))
+        own_scores = rule_scores(own, table, pos, step_rules, own_step)
+        keep = None  # the rows that go on, where they change
+        if pos == starts[0]:
+            starts.pop(0)
+            lines = leaving(pos, own_scores[0])  # (C, L)
+            new = np.concatenate([lines, np.full((len(lines), 1), EOS_ID)], 1) if score_end else lines
+            targets = np.concatenate([targets, new])
+            tok = lines[:, pos]
+            search = np.concatenate([search, own_search + own_scores[0, tok]])
+            logp = np.concatenate([logp, own_logp + own[0, tok]])
+            owner += [pos] * len(lines)
+            ids = np.unique(np.concatenate([targets.reshape(-1), [EOS_ID], np.asarray(required, np.int64)]))
+            columns = np.searchsorted(ids, targets)  # (C, T) each token's column
+            table_m = table[:, :, ids]  # (1, L+1, M)
+            rules_m = [rule.on_columns(ids[None, :]) for rule in step_rules]
+            keep = np.concatenate([np.arange(len(prev)), np.zeros(len(lines), np.int64)])  # + row 0 copied
+        tok_own = int(tokens[0, pos])
+        own_search, own_logp = own_search + own_scores[0, tok_own], own_logp + own[0, tok_own]
+        if not starts:  # no place left: the line itself is not needed further
+            walking = False
+            keep = (np.arange(len(prev)) if keep is None else keep)[1:]
+        if keep is not None:
+            cache = model.reorder_cache(cache, keep)
+    where = np.array(owner)
+    for place in sorted(set(places)):
+        mine = where == place
+        found[place] = (targets[mine, :length], search[mine], logp[mine])
+    return found

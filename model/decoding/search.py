@@ -19,7 +19,7 @@ from typing import Any, cast
 import numpy as np
 
 from data.vocab import BOS_ID
-from model.decoding.rescoring import Branch, branches, forced_from, rescore
+from model.decoding.rescoring import Leaving, forced_walk, rescore
 from model.decoding.score_rules import Step, StepRule
 from model.decoding.shortlist import Shortlist
 from model.decoding.step_model import (
@@ -44,15 +44,14 @@ from model.net.capabilities import LISTED_IN_GRAPH, LISTED_ROWS, REORDER_BEAMS
 __all__ = [
     "BankedBeamSearch",
     "BeamSearch",
-    "Branch",
     "DiverseBeamSearch",
     "Found",
     "GreedySearch",
+    "Leaving",
     "StepModel",
     "Strategy",
     "allocate",
-    "branches",
-    "forced_from",
+    "forced_walk",
     "rescore",
     "run_search",
     "strategy_for",

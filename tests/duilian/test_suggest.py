@@ -62,9 +62,11 @@ def test_describing_the_first_characters_first_gives_what_describing_them_all_gi
         assert model.suggestions(report) == exc.answer
         return
     found = model.alternatives_at(queries(report, places)) if places else []
-    for i, f in enumerate(found):
-        if needs_retry(f):
-            (found[i],) = model.alternatives_at(queries(report, [places[i]], rules_on=False))
+    retry = [i for i, f in enumerate(found) if needs_retry(f)]
+    if retry:  # together, as ``suggest`` asks them (one walk: the places share its batches)
+        again = model.alternatives_at(queries(report, [places[i] for i in retry], rules_on=False))
+        for i, f in zip(retry, again, strict=True):
+            found[i] = f
     assert model.suggestions(report) == assemble(report, places, found, pairing)
 
 
