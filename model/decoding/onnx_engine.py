@@ -305,9 +305,8 @@ class OnnxTransformer(_CachedEngine):
     ``step_states``, ``reorder_cache``, ``decode_states``, ``head``) on ONNX Runtime, and
     ``step_log_probs``: a step that scores a shortlist (the listed rows of the output layer,
     ``Decoder.head_t``) in the same graph. Over the whole vocabulary the output layer is a
-    graph of its own (``head``). Scoring the list in the graph, not in three
-    PyTorch calls after it, took a served request from 19.2-21.2 to 18.6-19.6 ms of CPU
-    (two A/B runs alternating on 500 test lines). Arrays in, arrays out: the search's own."""
+    graph of its own (``head``). Scoring the list in the graph is faster than three calls after
+    it (docs/EXPERIMENTS.md). Arrays in, arrays out: the search's own."""
 
     # ``step`` gives log-probabilities (``LOG_PROBS``): the output layer, then a LogSoftmax graph
     capabilities: ClassVar[frozenset[str]] = frozenset(
