@@ -3,8 +3,8 @@ line from the shipped model's 10-best for the same upper line, then the 10-best 
 model's rank score plus ``lambda`` times its score. A trial, not a served component.
 
     python scripts/reranker_trial.py nbest IN.tsv OUT.jsonl [--limit 15000 --seed 1]
-    python scripts/reranker_trial.py train TRAIN.jsonl VALID.jsonl OUT.pt [--minutes 35]
-    python scripts/reranker_trial.py score OUT.pt NBEST.jsonl SCORED.jsonl
+    python scripts/reranker_trial.py train TRAIN.jsonl VALID.jsonl OUT.pt [--minutes 35] [--layers 2]
+    python scripts/reranker_trial.py score OUT.pt NBEST.jsonl SCORED.jsonl [--layers 2]
     python scripts/reranker_trial.py pick VALID_SCORED.jsonl TEST_SCORED.jsonl OUTDIR [--lam 0.05]
 
 ``nbest``: IN is upper<TAB>lower[<TAB>register] (with ``--limit``: a sample, two fifths formal,
@@ -147,7 +147,7 @@ def train(args: argparse.Namespace) -> None:
     random.seed(0)
     lines, tr, va = Lines(), groups(args.train), groups(args.valid)
     print(f"groups: train {len(tr)}, valid {len(va)}", flush=True)
-    model = Discriminator()
+    model = Discriminator(layers=args.layers)
     embed = load_file("models/default/model.safetensors")["embed.weight"].astype(np.float32)
     with torch.no_grad():  # both embeddings start from the shipped model's
         model.eu.weight.copy_(torch.from_numpy(embed))
@@ -184,7 +184,7 @@ def train(args: argparse.Namespace) -> None:
 
 
 def score(args: argparse.Namespace) -> None:
-    lines, model = Lines(), Discriminator()
+    lines, model = Lines(), Discriminator(layers=args.layers)
     model.load_state_dict(torch.load(args.model))
     model.eval()
     with torch.no_grad(), Path(args.output).open("w", encoding="utf-8") as f:
@@ -244,10 +244,12 @@ def main() -> None:
     a.add_argument("valid")
     a.add_argument("output")
     a.add_argument("--minutes", type=float, default=35.0)
+    a.add_argument("--layers", type=int, default=2)
     a = sub.add_parser("score")
     a.add_argument("model")
     a.add_argument("nbest")
     a.add_argument("output")
+    a.add_argument("--layers", type=int, default=2)
     a = sub.add_parser("pick")
     a.add_argument("valid")
     a.add_argument("test")
