@@ -14,12 +14,10 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from data.vocab import BOS_ID, EOS_ID, PAD_ID
-from model.decoding.arrays import log_softmax, log_softmax_at
 from model.decoding.score_rules import Step, StepRule
 from model.decoding.shortlist import Shortlist
-from model.decoding.step_model import RescoringModel, StepModel, rule_scores
+from model.decoding.step_model import RescoringModel, StepModel, normalised, rule_scores
 from model.decoding.vocab_tables import NEG_INF
-from model.net.capabilities import LOG_PROBS
 
 Tensor = np.ndarray  # (the search's arrays)
 
@@ -124,7 +122,6 @@ def forced_walk(
     cache = model.new_cache(memory, src, length + 1)
     tokens = np.array(list(line), dtype=np.int64).reshape(1, -1)
     own_search, own_logp = np.float32(0), np.float32(0)
-    normalised = LOG_PROBS in model.capabilities
     walking = True  # the line itself still rides in row 0 (until its last place)
     # the leaving lines, place by place, and what every step reads over their columns
     targets = np.zeros((0, steps), dtype=np.int64)
@@ -137,7 +134,7 @@ def forced_walk(
         out = model.step(cache, prev, pos)  # (R, V)
         first = int(walking)
         if len(targets):
-            lp = out[first:, ids] if normalised else log_softmax_at(out[first:], ids)  # (C, M)
+            lp = normalised(model, out[first:], ids)  # (C, M)
             step = Step(pos, columns[:, :pos], np.zeros(len(targets), np.int64))
             scores = rule_scores(lp, table_m, pos, rules_m, step)
             here = columns[:, pos, None]
@@ -145,7 +142,7 @@ def forced_walk(
             logp = logp + np.take_along_axis(lp, here, 1)[:, 0]
         if not walking:
             continue
-        own = out[:1] if normalised else log_softmax(out[:1])  # (1, V)
+        own = normalised(model, out[:1])  # (1, V)
         own_step = Step(pos, tokens[:, :pos], np.zeros(1, np.int64))
         own_scores = rule_scores(own, table, pos, step_rules, own_step)
         keep = None  # the rows that go on, where they change

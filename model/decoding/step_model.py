@@ -72,14 +72,15 @@ class RescoringModel(StepModel, Protocol):
 def model_log_probs(model: StepModel, cache: Any, prev: Tensor, pos: int) -> Tensor:
     """The model's step at ``pos`` after ``prev`` (B,) as log-probabilities (B, V) float32
     (the tagger's lattice, ``LOG_PROBS``, already is)."""
-    logp = model.step(cache, prev, pos)
-    return logp if LOG_PROBS in model.capabilities else log_softmax(logp)
+    return normalised(model, model.step(cache, prev, pos))
 
 
-def model_log_probs_at(model: StepModel, cache: Any, prev: Tensor, pos: int, columns: Tensor) -> Tensor:
-    """``model_log_probs(...)[:, columns]`` (B, M), normalised over the whole vocabulary."""
-    out = model.step(cache, prev, pos)
-    return out[:, columns] if LOG_PROBS in model.capabilities else log_softmax_at(out, columns)
+def normalised(model: StepModel, out: Tensor, columns: Tensor | None = None) -> Tensor:
+    """A step's output ``out`` (B, V) as log-probabilities, or only at ``columns`` (B, M),
+    normalised over the whole vocabulary either way."""
+    if LOG_PROBS in model.capabilities:
+        return out if columns is None else out[:, columns]
+    return log_softmax(out) if columns is None else log_softmax_at(out, columns)
 
 
 def rule_scores(logp: Tensor, table: Tensor, pos: int, step_rules: Sequence[StepRule], step: Step) -> Tensor:
