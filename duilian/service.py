@@ -45,6 +45,7 @@ from model.decoding.decoder import Decoder
 from model.decoding.onnx_engine import OnnxTagger, OnnxTransformer
 from model.decoding.options import ALTERNATIVE_POOL, DIVERSE_PENALTY, MAX_CANDIDATES, DecodeOptions, Runtime
 from model.decoding.plan import ConstraintError
+from model.decoding.reranking import Reranker
 from model.release.bundle import (
     Bundle,
     decoder_graph_keys,
@@ -52,11 +53,13 @@ from model.release.bundle import (
     load_bundle,
     model_config,
     model_meta,
+    scorer_graph_key,
 )
 from model.release.layout import WEIGHTS_FILE
 
 if TYPE_CHECKING:
     from model.net.checkpoint import CoupletModel
+    from model.net.scorer import PairScorer
 
 log = logging.getLogger(__name__)
 RECHECK = 1.0  # seconds between looks at the 横批 table's file
@@ -148,15 +151,17 @@ def build_decoder(
     reverse: bool = False,
 ) -> Decoder:
     """The decoder of the bundle's model (``reverse``: its lower_to_upper model, without a
-    proposer, on the pairing table swapped) as ``engine`` asks. On ONNX Runtime with a graph
-    cache, the graphs are kept under keys of the bundle's files (``bundle.decoder_graph_keys``); when
-    they are all there the decoder is built from them and the weights' few arrays it needs,
-    without reading the PyTorch models (nor importing PyTorch): the command line's start and
-    a decode worker's. Otherwise the models are read and the graphs exported (and cached)."""
+    proposer, on the pairing table swapped) as ``engine`` asks, with the bundle's reranker
+    (never a reverse decoder's). On ONNX Runtime with a graph cache, the graphs are kept under
+    keys of the bundle's files (``bundle.decoder_graph_keys``); when they are all there the
+    decoder is built from them and the weights' few arrays it needs, without reading the
+    PyTorch models (nor importing PyTorch): the command line's start and a decode worker's.
+    Otherwise the models are read and the graphs exported (and cached)."""
     pairing = bundle.pairing if not reverse or bundle.pairing is None else bundle.pairing.swapped()
     role = "reverse" if reverse else "model"
     with_proposer = bundle.has_proposer and not reverse
     keys = decoder_graph_keys(bundle, reverse)
+    reranker = None if reverse else bundle_reranker(bundle, engine)
     if engine.runtime == "onnx" and engine.graph_cache is not None and keys[0] is not None:
         cache = engine.graph_cache
         model = OnnxTransformer.cached(model_config(bundle.path, role), keys[0], cache, engine.int8)
@@ -165,7 +170,7 @@ def build_decoder(
             proposer = OnnxTagger.cached(model_config(bundle.path, "proposer"), keys[1], cache, engine.int8)
         if model is not None and (proposer is not None or not with_proposer):
             head_t = head_weight_t(bundle.path) if proposer is not None else None
-            return Decoder.from_engines(model, bundle.vocab, proposer, head_t, pairing, blocked)
+            return Decoder.from_engines(model, bundle.vocab, proposer, head_t, pairing, blocked, reranker)
     return Decoder(
         cast("CoupletModel", bundle.reverse if reverse else bundle.model),
         bundle.vocab,
@@ -176,7 +181,21 @@ def build_decoder(
         graph_cache=engine.graph_cache,
         blocked=blocked,
         graph_keys=keys,
+        reranker=reranker,
     )
+
+
+def bundle_reranker(bundle: Bundle, engine: Engine) -> Reranker | None:
+    """The bundle's reranker (model/decoding/reranking.py), None when it has no scorer: its graph
+    from the cache when it is there (no PyTorch), else exported from the scorer (and cached)."""
+    key = scorer_graph_key(bundle)
+    if key is None:
+        return None
+    if engine.graph_cache is not None:
+        found = Reranker.cached(model_config(bundle.path, "scorer"), key, engine.graph_cache, bundle.vocab)
+        if found is not None:
+            return found
+    return Reranker.of(cast("PairScorer", bundle.scorer), bundle.vocab, engine.graph_cache, key)
 
 
 class Library:

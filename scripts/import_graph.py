@@ -41,11 +41,13 @@ ALLOWED_DEFERRED = {
 # (docs/ARCHITECTURE.md, "Decoding").
 TORCH_MODULES = {
     "model.net.checkpoint",
+    "model.net.scorer",
     "model.net.tagger",
     "model.net.transformer",
     "model.decoding.quantize",
     "model.decoding.torch_engine",
     "model.decoding.onnx_export",
+    "model.release.scorer",
 }
 TORCH_FREE = {
     "model.release.weights": "reads configurations and arrays; builds a model only when asked to",
@@ -53,6 +55,7 @@ TORCH_FREE = {
     "model.decoding.decoder": "runs ONNX engines; names PyTorch's model classes only for type checking",
     "model.decoding.engines": "runs ONNX engines; wraps or copies a PyTorch model when given one",
     "model.decoding.onnx_engine": "runs cached graphs; exports (onnx_export) only on a miss",
+    "model.decoding.reranking": "runs the scorer's cached graph; exports (onnx_export) only on a miss",
 }
 
 

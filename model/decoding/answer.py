@@ -61,9 +61,10 @@ class Candidate:
 
     text: str = doc("the line written (the lower line; in direction lower_to_upper, the upper)")
     rank_score: float = doc(
-        "the search's score per character, by which the candidates come best first: the model's "
-        "log-probability (`score`) plus the weighted opinion of the tagger, when the model has one, and "
-        "the rhythm and 三平尾 preferences' penalties"
+        "the score by which the candidates come best first: the search's score per character (the "
+        "model's log-probability, `score`, plus the weighted opinion of the tagger, when the model has "
+        "one, and the rhythm and 三平尾 preferences' penalties) plus the reranker's weighted "
+        "`rerank_score`, when the model has a reranker"
     )
     score: float = doc(
         "the model's own log-probability per character (normalised over the characters the tagger "
@@ -75,6 +76,12 @@ class Candidate:
         "up to 5 横批 for the couplet of the upper line and this candidate, best fit first (empty when "
         "the model has no 横批 table)",
         default_factory=list,
+    )
+    rerank_score: float | None = doc(
+        "the reranker's opinion of the couplet: how much it reads like a couplet people wrote rather "
+        "than the model's own line (higher: more so; a score, not a probability), added to `rank_score` "
+        "with a small weight; null when the model has no reranker or it is turned off",
+        default=None,
     )
 
 

@@ -40,6 +40,7 @@ from model.decoding.options import ALTERNATIVE_POOL, MAX_CANDIDATES, RUNTIMES, D
 from model.decoding.plan import ConstraintError, Plan, plan_request
 from model.decoding.proposer_search import model_search, search_with_proposer
 from model.decoding.registers import in_register
+from model.decoding.reranking import Reranker
 from model.decoding.score_rules import StepRule, Weights, build_rules, fuse
 from model.decoding.vocab_tables import PairingRows, VocabTables
 
@@ -67,6 +68,7 @@ class Decoder:
         graph_cache: Path | None = None,
         graph_keys: tuple[str | None, str | None] = (None, None),
         head_t: np.ndarray | None = None,
+        reranker: Reranker | None = None,
     ) -> None:
         """``model``, ``proposer``: PyTorch models, which the decoder copies for ``runtime``
         (``torch``: eager PyTorch; ``onnx``: their graphs on ONNX Runtime,
@@ -89,7 +91,9 @@ class Decoder:
         would be words of the line; locks that spell one raise ConstraintError.
         ``graph_cache``: a folder where the ONNX runtime keeps its exported graphs between runs
         (onnx_engine.GraphCache: the same bytes, so the same candidates, without the export),
-        under ``graph_keys`` (the model's and the proposer's; None: a digest of the model)."""
+        under ``graph_keys`` (the model's and the proposer's; None: a digest of the model).
+        ``reranker``: a scorer of whole couplets whose opinion reorders each answer's candidates
+        (``DecodeOptions.rerank_weight``; model/decoding/reranking.py); not for a reverse model."""
         if proposer is not None and not is_encoder_decoder(model):
             raise ValueError("a proposer's candidates are rescored by an encoder-decoder model")
         if runtime not in RUNTIMES:
@@ -119,6 +123,9 @@ class Decoder:
         # upper lines; the same rules but the tone at the end, reports of (written, given), and
         # its errors' messages with the lines' names swapped (ConstraintError.mirrored)
         self.reverse = model.cfg.reverse
+        if reranker is not None and (self.reverse or not reranker.vocab.same_as(vocab)):
+            raise ValueError("a reranker reads upper lines against lower lines, in the model's vocabulary")
+        self.reranker = reranker
 
     @classmethod
     def from_engines(
@@ -129,10 +136,19 @@ class Decoder:
         head_t: np.ndarray | None = None,
         pairing: PairingTable | None = None,
         blocked: BlockedWords | None = None,
+        reranker: Reranker | None = None,
     ) -> Decoder:
         """A decoder on ONNX engines already built (``OnnxTransformer.cached``: no PyTorch in
         the process); ``head_t``: the output layer's weight transposed (d, V), with a proposer."""
-        return cls(engine, vocab, proposer=proposer, pairing=pairing, blocked=blocked, head_t=head_t)
+        return cls(
+            engine,
+            vocab,
+            proposer=proposer,
+            pairing=pairing,
+            blocked=blocked,
+            head_t=head_t,
+            reranker=reranker,
+        )
 
     @property
     def engine(self) -> Any:
@@ -204,7 +220,11 @@ class Decoder:
                 chunk = idx[start : start + batch_size]
                 for i, res in zip(chunk, self._decode([plans[i] for i in chunk], options), strict=True):
                     results[i] = views[i].restore(res, options.tone_mode, self.reverse)
-        return [r for r in results if r is not None]
+        return [self.reranked(r, options) for r in results if r is not None]
+
+    def reranked(self, answer: Answer, options: DecodeOptions) -> Answer:
+        """``answer`` reordered by the reranker at ``options.rerank_weight`` (as it is without one)."""
+        return answer if self.reranker is None else self.reranker.rerank(answer, options.rerank_weight)
 
     def plan_view(self, upper: str, options: DecodeOptions) -> tuple[ModelView, Plan]:
         """The line as the model reads it (``ModelView``) and the plan of its request."""

@@ -16,10 +16,13 @@ _HERE = Path(__file__).resolve().parent
 # The code an exported graph is traced from: a change to any of them makes new cache keys.
 _TRACED_SOURCES = (
     _HERE / "onnx_engine.py",
+    _HERE / "onnx_graphs.py",
+    _HERE / "reranking.py",
     _HERE / "onnx_export.py",
     _HERE / "graph_keys.py",
     _HERE.parent / "net" / "transformer.py",
     _HERE.parent / "net" / "tagger.py",
+    _HERE.parent / "net" / "scorer.py",
     _HERE.parent / "net" / "config.py",
     _HERE.parent / "net" / "capabilities.py",
 )
@@ -44,7 +47,7 @@ def traced_digest() -> str:
 
 
 def files_key(role: str, paths: Sequence[Path], sums: Mapping[str, str] | None = None) -> str:
-    """The graph-cache key of a bundle's model ``role`` (``model``, ``proposer``, ``reverse``)
+    """The graph-cache key of a bundle's model ``role`` (``model``, ``proposer``, ``reverse``, ``scorer``)
     read from ``paths`` (its weights and configuration, and any file it shares tensors with):
     their contents, the traced code, the versions. A file named in ``sums`` (its sha256,
     checked against the file already: the bundle's manifest) is not read again."""

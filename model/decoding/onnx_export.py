@@ -23,6 +23,7 @@ import torch
 from torch import Tensor, nn
 
 from model.decoding.graph_keys import OPSET, traced_digest
+from model.net.scorer import PairScorer
 from model.net.tagger import CoupletTagger
 from model.net.transformer import CoupletTransformer, EncoderLayer
 
@@ -376,3 +377,11 @@ def tagger_specs(model: CoupletTagger) -> dict[str, Callable[[], GraphSpec]]:
             {"src": {0: "N", 1: "S"}},
         )
     }
+
+
+def scorer_specs(model: PairScorer) -> dict[str, Callable[[], GraphSpec]]:
+    """The reranker's scorer's one graph (reranking.SCORER_GRAPHS): upper, lower (B, S) -> scores (B,)."""
+    model = model.eval()
+    upper, lower = torch.full((4, 3), 5, dtype=torch.long), torch.full((4, 3), 6, dtype=torch.long)
+    axes: Axes = {"upper": {0: "B", 1: "S"}, "lower": {0: "B", 1: "S"}}
+    return {"score": lambda: (model, (upper, lower), ["upper", "lower"], ["scores"], axes)}

@@ -35,6 +35,8 @@ from model.release.layout import (
     REVERSE_CONFIG,
     REVERSE_WEIGHTS,
     ROLE_FILES,
+    SCORER_CONFIG,
+    SCORER_WEIGHTS,
     SENSITIVE_FILE,
     VOCAB_FILE,
     WEIGHTS_FILE,
@@ -62,6 +64,7 @@ if TYPE_CHECKING:  # (PyTorch is imported where a model is read: a bundle's othe
     import torch
 
     from model.net.checkpoint import CoupletModel
+    from model.net.scorer import PairScorer
     from model.net.tagger import CoupletTagger
     from model.net.transformer import CoupletTransformer
 log = logging.getLogger(__name__)
@@ -72,7 +75,8 @@ class Bundle:
     """A loaded bundle. Its PyTorch models (``model``, ``proposer``, ``reverse``: the
     lower_to_upper model, 下联求上联) are read when ``load_bundle`` reads the bundle, or with
     ``models=False`` on first use: a decoder on ONNX Runtime whose graphs are cached never
-    asks for them (``has_proposer`` and ``has_reverse`` say what there is without reading it)."""
+    asks for them (``has_proposer``, ``has_reverse`` and ``has_scorer`` say what there is without
+    reading it). The reranker's ``scorer`` is read on first use."""
 
     path: Path
     vocab: Vocab
@@ -87,9 +91,11 @@ class Bundle:
     blocked: BlockedWords | None = None
     has_proposer: bool = False
     has_reverse: bool = False
+    has_scorer: bool = False
     dtype: Any = None  # the models' torch dtype (None: float32)
     sums: dict[str, str] = field(default_factory=dict)  # the manifest's sums, checked at load
     _models: list[Any] = field(default_factory=list, repr=False)  # [model, proposer, reverse] once read
+    _scorer: Any = field(default=None, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def _read_models(self) -> list[Any]:
@@ -111,6 +117,18 @@ class Bundle:
     @property
     def reverse(self) -> CoupletTransformer | None:
         return cast("CoupletTransformer | None", self._read_models()[2]) if self.has_reverse else None
+
+    @property
+    def scorer(self) -> PairScorer | None:
+        """The reranker's scorer (model/release/scorer.py), read on first use; None without one."""
+        if not self.has_scorer:
+            return None
+        with self._lock:
+            if self._scorer is None:
+                from model.release.scorer import load_scorer
+
+                self._scorer = load_scorer(self.path, self.vocab)
+            return cast("PairScorer", self._scorer)
 
     def in_training_data(self, upper: str) -> bool:
         return self.fingerprints.contains(upper)
@@ -204,6 +222,11 @@ def graph_key(bundle: Bundle, role: str) -> str | None:
     return files_key(f"{role}:{bundle.dtype or 'float32'}:{traced}", paths, bundle.sums)
 
 
+def scorer_graph_key(bundle: Bundle) -> str | None:
+    """The graph key of the bundle's reranker (``graph_key``), None when it has none."""
+    return graph_key(bundle, "scorer") if bundle.has_scorer else None
+
+
 def decoder_graph_keys(bundle: Bundle, reverse: bool = False) -> tuple[str | None, str | None]:
     """The graph keys of a decoder of the bundle (``graph_key``): its model's (``reverse``: its
     reverse model's) and its proposer's (None where the decoder has none: a reverse one never)."""
@@ -242,9 +265,10 @@ def check_models(root: str | os.PathLike[str]) -> None:
         _reverse_kind(config, root / REVERSE_CONFIG)
         check_vocab(config, vocab, root / REVERSE_CONFIG)
         dequantized(read_weights(root / REVERSE_WEIGHTS), root / REVERSE_WEIGHTS)
-
-
-ROLES = ("model", "proposer", "reverse")
+    if (root / SCORER_WEIGHTS).is_file():
+        config = read_config(root / SCORER_CONFIG)
+        check_vocab(config, vocab, root / SCORER_CONFIG)
+        dequantized(read_weights(root / SCORER_WEIGHTS), root / SCORER_WEIGHTS)
 
 
 def model_meta(root: str | os.PathLike[str], proposer: bool = False, reverse: bool = False) -> dict[str, Any]:
@@ -307,6 +331,7 @@ def load_bundle(
         blocked,
         has_proposer=(root / PROPOSER_WEIGHTS).is_file(),
         has_reverse=(root / REVERSE_WEIGHTS).is_file(),
+        has_scorer=(root / SCORER_WEIGHTS).is_file(),
         dtype=dtype,
         sums=sums,
         _models=read,

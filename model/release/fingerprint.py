@@ -46,13 +46,32 @@ def fingerprints(lines: Iterable[str]) -> np.ndarray:
     return np.unique(arr)
 
 
+_BUCKET_BITS = 16  # a fingerprint's top bits, which say where in the file its bucket is
+_LOW_BYTES = 6  # the bytes of each fingerprint stored (the other 64 - 48 bits: its bucket's)
+_OFFSETS = (1 << _BUCKET_BITS) + 1
+
+
 class FingerprintIndex:
+    """Sorted unique fingerprints and the position of a line's among them.
+
+    On disk (``save``, ``fingerprints.npy``) a uint8 array: the start of each bucket of
+    fingerprints sharing their top 16 bits (65,537 little-endian uint32), then each fingerprint's
+    low 48 bits (6 bytes), in order: 6 bytes a line instead of 8 (5.5 MB for the shipped
+    bundle's 877,000 lines instead of 7.0), memory-mapped, a lookup reading one bucket (about 13
+    fingerprints). A plain sorted uint64 array (the file before session 34) is read as well."""
+
     def __init__(self, hashes: np.ndarray) -> None:
         hashes = np.asarray(hashes, dtype=np.uint64)
-        # a bundle's file is sorted already: checked in one pass, not sorted again (np.unique:
-        # a copy and a sort of a million hashes, a second of a busy command-line start)
+        # a sorted array is checked in one pass, not sorted again (np.unique: a copy and a sort
+        # of a million hashes, a second of a busy command-line start)
         ordered = hashes.ndim == 1 and bool(np.all(hashes[1:] > hashes[:-1]))
-        self.hashes = hashes if ordered else np.unique(hashes)
+        self._pack(hashes if ordered else np.unique(hashes))
+
+    def _pack(self, hashes: np.ndarray) -> None:
+        buckets = (hashes >> np.uint64(64 - _BUCKET_BITS)).astype(np.int64)
+        self.starts = np.searchsorted(buckets, np.arange(_OFFSETS)).astype("<u4")
+        low = hashes.astype("<u8").view(np.uint8).reshape(-1, 8)[:, :_LOW_BYTES]
+        self.low = np.ascontiguousarray(low)
 
     @classmethod
     def from_lines(cls, lines: Iterable[str]) -> FingerprintIndex:
@@ -61,20 +80,50 @@ class FingerprintIndex:
     @classmethod
     def load(cls, path: str | os.PathLike[str]) -> FingerprintIndex:
         """The index in ``path``, memory-mapped (read-only; pages read as lookups touch them)."""
-        return cls(np.load(path, allow_pickle=False, mmap_mode="r"))
+        arr = np.load(path, allow_pickle=False, mmap_mode="r")
+        if arr.dtype == np.uint64:
+            return cls(arr)
+        head = _OFFSETS * 4
+        if arr.dtype != np.uint8 or arr.ndim != 1 or arr.size < head or (arr.size - head) % _LOW_BYTES:
+            raise ValueError(f"{path}: not a fingerprint index ({arr.dtype}, {arr.shape})")
+        index = cls.__new__(cls)
+        index.starts = arr[:head].view("<u4")
+        index.low = arr[head:].reshape(-1, _LOW_BYTES)
+        if int(index.starts[-1]) != len(index.low) or np.any(np.diff(index.starts.astype(np.int64)) < 0):
+            raise ValueError(f"{path}: a fingerprint index whose buckets do not add up")
+        return index
 
     def save(self, path: str | os.PathLike[str]) -> None:
+        packed = np.concatenate([self.starts.astype("<u4").view(np.uint8), self.low.reshape(-1)])
         with open(Path(path), "wb") as f:
-            np.save(f, self.hashes, allow_pickle=False)
+            np.save(f, packed, allow_pickle=False)
+
+    @property
+    def hashes(self) -> np.ndarray:
+        """Every fingerprint, sorted (uint64)."""
+        full = np.zeros((len(self.low), 8), np.uint8)
+        full[:, :_LOW_BYTES] = self.low
+        starts = np.asarray(self.starts, dtype=np.int64)
+        counts = starts[1:] - starts[:-1]
+        top = np.repeat(np.arange(_OFFSETS - 1, dtype=np.uint64), counts) << np.uint64(64 - _BUCKET_BITS)
+        return full.view("<u8").reshape(-1).astype(np.uint64) | top
 
     def __len__(self) -> int:
-        return int(self.hashes.size)
+        return len(self.low)
 
     def position(self, line: str) -> int:
         """The index of ``line``'s fingerprint in the sorted array, or -1 when it is not there."""
-        h = np.uint64(fingerprint(line))
-        i = int(np.searchsorted(self.hashes, h))
-        return i if i < self.hashes.size and self.hashes[i] == h else -1
+        h = fingerprint(line)
+        bucket = h >> (64 - _BUCKET_BITS)
+        lo, hi = int(self.starts[bucket]), int(self.starts[bucket + 1])
+        if lo == hi:
+            return -1
+        seg = np.zeros((hi - lo, 8), np.uint8)
+        seg[:, :_LOW_BYTES] = self.low[lo:hi]
+        values = seg.view("<u8").reshape(-1)
+        want = np.uint64(h & ((1 << (8 * _LOW_BYTES)) - 1))
+        i = int(np.searchsorted(values, want))
+        return lo + i if i < len(values) and values[i] == want else -1
 
     def contains(self, line: str) -> bool:
         return self.position(line) >= 0

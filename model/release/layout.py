@@ -13,7 +13,11 @@ Layout of a bundle folder (the models as a Hugging Face model folder holds them,
                       optional: the lower_to_upper model (下联求上联), an encoder-decoder trained on the
                       same pairs with the direction swapped; it shares model.safetensors's character
                       embeddings (``shared_weights``), so it stores only its layers
-    fingerprints.npy  sorted uint64 fingerprints of the normalised training upper lines
+    scorer.safetensors, scorer_config.json
+                      optional: the reranker's scorer (model/net/scorer.py, model/release/scorer.py),
+                      which reads model.safetensors's character embeddings too (``shared_weights``)
+    fingerprints.npy  the fingerprints of the normalised training upper lines, sorted, 6 bytes each
+                      behind a table of buckets (model/release/fingerprint.py)
     banners.npz       optional: the 横批 phrases and character vectors (data/banners.py), copied
                       from the data stage's folder; corpus text, AGPL-3.0 like the model
     pairing.npz       optional: how well characters pair at one position, counted from the
@@ -66,12 +70,14 @@ from model.release.weights import file_names
 WEIGHTS_FILE, CONFIG_FILE = file_names("model")  # model.safetensors, config.json
 PROPOSER_WEIGHTS, PROPOSER_CONFIG = file_names("proposer")  # proposer.safetensors, proposer_config.json
 REVERSE_WEIGHTS, REVERSE_CONFIG = file_names("reverse")  # reverse.safetensors, reverse_config.json
+SCORER_WEIGHTS, SCORER_CONFIG = file_names("scorer")  # scorer.safetensors, scorer_config.json
 ROLE_FILES = {
     "model": (WEIGHTS_FILE, CONFIG_FILE),
     "proposer": (PROPOSER_WEIGHTS, PROPOSER_CONFIG),
     "reverse": (REVERSE_WEIGHTS, REVERSE_CONFIG),
+    "scorer": (SCORER_WEIGHTS, SCORER_CONFIG),
 }
-ROLES = tuple(ROLE_FILES)
+ROLES = ("model", "proposer", "reverse")  # the couplet models (a checkpoint can be made of each)
 SHARED_WITH_MAIN = ("embed.weight",)  # the reverse model's tensors that model.safetensors holds
 VOCAB_FILE = "spm.model"
 FINGERPRINTS_FILE, SENSITIVE_FILE = "fingerprints.npy", "sensitive.npy"
@@ -84,6 +90,7 @@ MANIFEST_FILE = "SHA256SUMS"
 # tests/model/release/test_checkpoint_bundle.py checks that export writes nothing else but DOC_FILES)
 PAYLOAD_FILES = (
     WEIGHTS_FILE, CONFIG_FILE, VOCAB_FILE, PROPOSER_WEIGHTS, PROPOSER_CONFIG, REVERSE_WEIGHTS, REVERSE_CONFIG,
+    SCORER_WEIGHTS, SCORER_CONFIG,
     FINGERPRINTS_FILE, SENSITIVE_FILE, KNOWN_FILE, PAIRING_FILE, BANNERS_FILE, BLOCKED_FILE,
 )  # fmt: skip
 DOC_FILES = (MODEL_CARD, DATA_CARD, EVAL_FILE, DATA_REPORT)

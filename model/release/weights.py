@@ -50,6 +50,7 @@ if TYPE_CHECKING:  # (PyTorch is imported where a model is built or written: rea
     import torch
 
     from model.net.checkpoint import CoupletModel
+    from model.net.scorer import PairScorer
 
 FORMAT = "duilian-safetensors-1"
 DIGEST_KEY = "payload_sha256"
@@ -82,7 +83,7 @@ def vocab_sha256(vocab: Vocab) -> str:
 
 
 def model_config_json(
-    model: CoupletModel,
+    model: CoupletModel | PairScorer,
     vocab: Vocab,
     vocab_file: str,
     weights_file: str,
@@ -168,7 +169,7 @@ def canonical_header(blob: bytes) -> bytes:
 
 
 def save_model_files(
-    model: CoupletModel,
+    model: CoupletModel | PairScorer,
     vocab: Vocab,
     weights: Path,
     config: Path,

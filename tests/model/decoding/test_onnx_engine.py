@@ -18,8 +18,9 @@ from data.paths import graph_cache_dir
 from data.rules import check
 from data.vocab import BOS_ID, EOS_ID, PAD_ID, UNK_ID, Vocab
 from model.decoding.decoder import Decoder
-from model.decoding.onnx_engine import GraphCache, OnnxTagger, OnnxTransformer, _Graph
+from model.decoding.onnx_engine import GraphCache, OnnxTagger, OnnxTransformer
 from model.decoding.onnx_export import model_key
+from model.decoding.onnx_graphs import Graph
 from model.decoding.options import DecodeOptions
 from model.decoding.search import BeamSearch, run_search
 from model.decoding.shortlist import Shortlist
@@ -292,7 +293,7 @@ def _build_counting(folder: Path, exports: Path, together: Any) -> None:
         return _identity_graph()
 
     together.wait()
-    graph = _Graph.build(export, False, 1, _cache_of(folder), "step")
+    graph = Graph.build(export, False, 1, _cache_of(folder), "step")
     assert graph.arrays(np.ones(1, np.float32))[0].tolist() == [1.0]
 
 
@@ -355,8 +356,8 @@ def test_an_int8_graph_is_quantised_from_the_cached_fp32_one_without_an_export(
 ) -> None:
     """With the fp32 graph in the cache, the int8 one is its quantisation, with no export; a
     damaged fp32 file is exported again instead."""
-    import model.decoding.onnx_engine as engine_module
     import model.decoding.onnx_export as export_module
+    import model.decoding.onnx_graphs as graphs_module
 
     _, tagger = models(vocab, seed=8)
     fp32 = OnnxTagger(tagger, cache_dir=tmp_path)
@@ -369,7 +370,7 @@ def test_an_int8_graph_is_quantised_from_the_cached_fp32_one_without_an_export(
     with monkeypatch.context() as patch:
         patch.setattr(export_module, "_export", no_export)
         int8 = OnnxTagger(tagger, int8=True, cache_dir=tmp_path)
-    assert cache.read("tag", True) == engine_module._quantised(cache.read("tag", False) or b"")
+    assert cache.read("tag", True) == graphs_module._quantised(cache.read("tag", False) or b"")
     assert np.allclose(int8.logits(src), fp32.logits(src), atol=0.5)
     cache.path("tag", True).unlink()
     cache.path("tag", False).write_bytes(b"not a graph")

@@ -49,6 +49,7 @@ from model.release.layout import (
     PROPOSER_WEIGHTS,
     REVERSE_CONFIG,
     REVERSE_WEIGHTS,
+    SCORER_WEIGHTS,
     VOCAB_FILE,
     WEIGHTS_FILE,
     BundleError,
@@ -59,6 +60,7 @@ from model.release.layout import (
     write_manifest,
 )
 from tests.model.decoding.fixtures import reverse_of
+from tests.model.release.test_reranker import add_small_scorer
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -289,6 +291,7 @@ def test_bundle_manifest_lists_the_payload_and_refuses_a_damaged_file(tmp_path, 
     out = export_small(
         tmp_path / "bundle", vocab, pairs, banners=phrases, data_report={"pairs": 3}, blocked=blocked
     )
+    add_small_scorer(out, tmp_path)  # the reranker's scorer is added to an exported bundle
     written = {p.name for p in out.iterdir()}
     payload = set(PAYLOAD_FILES)
     assert written == {*payload, *DOC_FILES, MANIFEST_FILE}  # a new file is payload or a document
@@ -298,7 +301,7 @@ def test_bundle_manifest_lists_the_payload_and_refuses_a_damaged_file(tmp_path, 
     load_bundle(out)
     names = (
         WEIGHTS_FILE, CONFIG_FILE, VOCAB_FILE, PROPOSER_WEIGHTS, PROPOSER_CONFIG, REVERSE_WEIGHTS,
-        FINGERPRINTS_FILE,
+        SCORER_WEIGHTS, FINGERPRINTS_FILE,
     )  # fmt: skip
     for name in names:
         good = (out / name).read_bytes()

@@ -1,0 +1,207 @@
+"""ONNX graphs on ONNX Runtime: a session per graph, the cache of exported graphs between
+runs (``GraphCache``), dynamic int8 quantisation, and building a model's graphs from the cache
+or by exporting them (``built``). The engines (model/decoding/onnx_engine.py) and the
+reranker's scorer (model/decoding/reranking.py) run on them; exporting is
+model/decoding/onnx_export.py's, the only part that needs PyTorch.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import logging
+import tempfile
+import time
+import warnings
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, cast
+
+import numpy as np
+
+from data.files import atomic_file
+from model.decoding.graph_keys import OPSET
+
+log = logging.getLogger(__name__)
+
+
+def _quantised(graph: bytes) -> bytes:
+    """``graph`` with its matrix products in int8 (ONNX Runtime's dynamic quantisation)."""
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    with tempfile.TemporaryDirectory() as tmp, warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        src, dst = Path(tmp, "fp32.onnx"), Path(tmp, "int8.onnx")
+        src.write_bytes(graph)
+        logging.disable(logging.WARNING)  # it logs a pre-processing hint per graph on the root logger
+        try:
+            quantize_dynamic(src, dst, weight_type=QuantType.QInt8)
+        finally:
+            logging.disable(logging.NOTSET)
+        return dst.read_bytes()
+
+
+def session(graph: bytes, threads: int) -> Any:
+    import onnxruntime as ort
+
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = threads
+    so.inter_op_num_threads = 1
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    so.log_severity_level = 3  # errors only
+    return ort.InferenceSession(graph, so, providers=["CPUExecutionProvider"])
+
+
+def session_threads(graph: Graph) -> int:
+    """The intra-op threads of ``graph``'s session."""
+    return int(graph.session.get_session_options().intra_op_num_threads)
+
+
+def log_softmax_graph() -> bytes:
+    """A graph of one LogSoftmax over the last axis of (B, V) float32: ONNX Runtime's vectorised
+    exp normalises a step's logits about three times as fast as numpy's (docs/MEASUREMENTS.md)."""
+    from onnx import TensorProto, helper
+
+    node = helper.make_node("LogSoftmax", ["logits"], ["log_probs"], axis=-1)
+    graph = helper.make_graph(
+        [node],
+        "log_softmax",
+        [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["B", "V"])],
+        [helper.make_tensor_value_info("log_probs", TensorProto.FLOAT, ["B", "V"])],
+    )
+    return bytes(helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)]).SerializeToString())
+
+
+class GraphCache:
+    """Exported (and quantised) graphs kept in ``folder`` between runs, by a key of the model
+    (``model_key``), the graph's name and its settings: a process that starts again on the same
+    model reads the very bytes the export gave before, so it decodes alike, without the export
+    and the quantisation (most of a start-up). A folder that cannot be written is only not used."""
+
+    def __init__(self, folder: Path, key: str) -> None:
+        self.folder, self.key = folder, key
+
+    def path(self, name: str, int8: bool) -> Path:
+        digest = hashlib.blake2b(f"{self.key}:{name}:{OPSET}:{int8}".encode(), digest_size=16).hexdigest()
+        return self.folder / f"{name}-{'int8' if int8 else 'fp32'}-{digest}.onnx"
+
+    def read(self, name: str, int8: bool) -> bytes | None:
+        try:
+            return self.path(name, int8).read_bytes()
+        except OSError:
+            return None
+
+    @contextmanager
+    def exporting(self, name: str, int8: bool) -> Iterator[None]:
+        """Held while this process exports the entry: a process that wants it meanwhile (a decode
+        worker started beside this one, another test worker) waits, then reads what this one
+        wrote instead of exporting it too. A lock file that cannot be made is done without."""
+        try:
+            lock = open(self.path(name, int8).with_suffix(".lock"), "a")  # noqa: SIM115 (held across the yield)
+        except OSError:
+            yield
+            return
+        with lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(lock, fcntl.LOCK_UN)
+
+    def write(self, name: str, int8: bool, graph: bytes) -> None:
+        """Publish ``graph`` under its name whole or not at all: written to a file of this process's
+        own (``mkstemp``), synced, then renamed over the name. Two processes that write the same
+        entry at once (the server's decode workers starting together) each rename a whole file of
+        the same bytes; a reader opens the one or the other, never a part."""
+        try:
+            with atomic_file(self.path(name, int8)) as f:
+                f.write(graph)
+        except OSError as exc:
+            logging.getLogger(__name__).warning("ONNX graph not cached in %s: %s", self.folder, exc)
+
+
+class Graph:
+    """One exported module on ONNX Runtime: arrays in, arrays out."""
+
+    def __init__(self, session: Any) -> None:
+        self.session = session
+        self.inputs = [i.name for i in session.get_inputs()]
+
+    @classmethod
+    def from_cache(cls, cache: GraphCache, name: str, int8: bool, threads: int) -> Graph | None:
+        """The graph ``name`` from ``cache`` on a session of its own; None when it is not
+        there, or is there but unreadable (a damaged file, said in a warning)."""
+        graph = cache.read(name, int8)
+        if graph is None:
+            return None
+        try:
+            return cls(session(graph, threads))
+        except Exception:
+            logging.getLogger(__name__).warning("cached ONNX graph %s unreadable", cache.path(name, int8))
+            return None
+
+    @classmethod
+    def build(
+        cls, export: Callable[[], bytes], int8: bool, threads: int, cache: GraphCache | None, name: str
+    ) -> Graph:
+        """The graph ``name`` from the cache, else exported (``export``), quantised with ``int8``
+        and cached (a damaged cached file is replaced). An int8 graph is quantised from the
+        cached fp32 graph when there is one: the very bytes an export would give, without it."""
+        if cache is None:
+            return cls(session(_exported(export, int8), threads))
+        if (cached := cls.from_cache(cache, name, int8, threads)) is not None:
+            return cached
+        with cache.exporting(name, int8):
+            if (cached := cls.from_cache(cache, name, int8, threads)) is not None:  # another process's
+                return cached
+            graph = _quantised_cached(cache, name) if int8 else None
+            if graph is None:
+                graph = _exported(export, int8)
+            cache.write(name, int8, graph)
+        return cls(session(graph, threads))
+
+    def arrays(self, *args: np.ndarray) -> list[np.ndarray]:
+        """The graph's outputs for ``args``, its inputs in order."""
+        feed = {name: np.ascontiguousarray(a) for name, a in zip(self.inputs, args, strict=True)}
+        return cast(list[np.ndarray], self.session.run(None, feed))
+
+
+def _quantised_cached(cache: GraphCache, name: str) -> bytes | None:
+    """The cached fp32 graph ``name`` quantised; None when there is none, or it is damaged."""
+    fp32 = cache.read(name, False)
+    if fp32 is None:
+        return None
+    try:
+        return _quantised(fp32)
+    except Exception:
+        logging.getLogger(__name__).warning("cached ONNX graph %s unreadable", cache.path(name, False))
+        return None
+
+
+def _exported(export: Callable[[], bytes], int8: bool) -> bytes:
+    graph = export()
+    return _quantised(graph) if int8 else graph
+
+
+def built(
+    exports: dict[str, Callable[[], bytes]], int8: bool, threads: int, cache: GraphCache | None, what: str
+) -> dict[str, Graph]:
+    """Each graph from the cache, else exported (``Graph.build``); the first export of a model
+    says so, once it starts and once it is done, with its time: the only lines of a first run."""
+    started: list[float] = []
+
+    def timed(name: str) -> Callable[[], bytes]:
+        def export() -> bytes:
+            if not started:
+                started.append(time.perf_counter())
+                where = f"; kept in {cache.folder}" if cache is not None else ""
+                log.info("ONNX: exporting the %s model's graphs (the first run only%s) ...", what, where)
+            return exports[name]()
+
+        return export
+
+    graphs = {name: Graph.build(timed(name), int8, threads, cache, name) for name in exports}
+    if started:
+        log.info("ONNX: the %s model's graphs exported in %.1f s", what, time.perf_counter() - started[0])
+    return graphs

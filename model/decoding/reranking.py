@@ -1,0 +1,106 @@
+"""The reranker: the decoder's candidates for a line ordered again, by the search's rank score
+plus ``DecodeOptions.rerank_weight`` times a scorer's opinion of how much each (upper, lower)
+pair reads like a couplet people wrote (model/net/scorer.py; trained on the human lower lines
+against the model's own n-best, model/training/rerank.py).
+
+The scorer runs as one ONNX graph in fp32 on one thread (``SCORER_GRAPHS``), cached like the
+models' graphs (model/decoding/onnx_graphs.py), so a process whose graph is cached needs no
+PyTorch. It reads the lines as the answer gives them (the marks the search put back included),
+as its training read them; the candidates of one answer have one length, so a call is one
+batch without padding. Judged blind before it shipped: docs/EXPERIMENTS.md §44-45.
+
+Shapes: K candidates, S places.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from data.vocab import PAD_ID, Vocab
+from model.decoding.answer import FORWARD, Answer
+from model.decoding.onnx_graphs import Graph, GraphCache, built
+from model.net.config import ModelConfig
+from model.net.scorer_input import pair_ids
+
+if TYPE_CHECKING:
+    from model.net.scorer import PairScorer
+
+SCORER_GRAPHS = ("score",)
+
+
+class Reranker:
+    """A scorer's graph and the vocabulary it reads: ``scores`` of pairs, ``rerank`` of an answer."""
+
+    def __init__(self, graph: Graph, cfg: ModelConfig, vocab: Vocab) -> None:
+        if cfg.kind != "scorer":
+            raise ValueError(f"a reranker runs a scorer, not a model of kind {cfg.kind!r}")
+        if cfg.vocab_size < len(vocab):
+            raise ValueError(f"the scorer has {cfg.vocab_size} ids but the vocabulary {len(vocab)}")
+        self.graph, self.cfg, self.vocab = graph, cfg, vocab
+
+    @classmethod
+    def cached(
+        cls, cfg: ModelConfig, key: str, cache_dir: Path, vocab: Vocab, threads: int = 1
+    ) -> Reranker | None:
+        """The reranker from its cached graph alone (no PyTorch), or None when it is not cached."""
+        graph = Graph.from_cache(GraphCache(cache_dir, key), SCORER_GRAPHS[0], False, threads)
+        return None if graph is None else cls(graph, cfg, vocab)
+
+    @classmethod
+    def of(
+        cls,
+        scorer: PairScorer,
+        vocab: Vocab,
+        cache_dir: Path | None = None,
+        key: str | None = None,
+        threads: int = 1,
+    ) -> Reranker:
+        """The reranker of a PyTorch scorer: its graph from the cache under ``key`` (a digest of
+        the scorer when None), else exported (and cached)."""
+        from model.decoding.onnx_export import exporter, model_key, scorer_specs
+
+        exports: dict[str, Callable[[], bytes]] = {n: exporter(s) for n, s in scorer_specs(scorer).items()}
+        cache = None if cache_dir is None else GraphCache(cache_dir, key or model_key(scorer))
+        graphs = built(exports, False, threads, cache, "reranker")
+        return cls(graphs[SCORER_GRAPHS[0]], scorer.cfg, vocab)
+
+    def scores(self, upper: str, lowers: Sequence[str]) -> np.ndarray:
+        """The scorer's opinion of (upper, lower) for each of ``lowers``: (K,) float32, higher
+        reads more like a human couplet. Lines it cannot read (no place in common) get -inf."""
+        if not lowers:
+            return np.zeros(0, np.float32)
+        ids = [pair_ids(self.vocab, upper, lower, self.cfg.max_len) for lower in lowers]
+        width = max(len(u) for u, _ in ids)
+        out = np.full(len(lowers), -np.inf, np.float32)
+        if width == 0:
+            return out
+        u = np.full((len(ids), width), PAD_ID, np.int64)
+        low = np.full((len(ids), width), PAD_ID, np.int64)
+        for k, (a, b) in enumerate(ids):
+            u[k, : len(a)], low[k, : len(b)] = a, b
+        readable = u[:, 0] != PAD_ID
+        (scores,) = self.graph.arrays(u[readable], low[readable])
+        out[readable] = scores
+        return out
+
+    def rerank(self, answer: Answer, weight: float) -> Answer:
+        """``answer`` with each candidate's ``rerank_score`` set and ``weight`` times it added to its
+        ``rank_score``, the candidates best first by that. Answers in the other direction (the
+        scorer reads upper lines against lower ones) and a weight of 0 are returned as they are."""
+        if not weight or answer.direction != FORWARD or answer.upper is None or not answer.candidates:
+            return answer
+        scores = self.scores(answer.upper, [c.text for c in answer.candidates])
+        rescored = [
+            dataclasses.replace(c, rank_score=c.rank_score + weight * float(s), rerank_score=float(s))
+            for c, s in zip(answer.candidates, scores, strict=True)
+            if np.isfinite(s)
+        ]
+        if len(rescored) < len(answer.candidates):  # a line the scorer cannot read keeps the search's order
+            return answer
+        order = sorted(range(len(rescored)), key=lambda k: -rescored[k].rank_score)
+        return dataclasses.replace(answer, candidates=[rescored[k] for k in order])
