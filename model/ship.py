@@ -43,6 +43,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     fi.add_argument("--preset", help="the run's preset (default: recorded in device.json, else gpu)")
     fi.add_argument("--proposer", type=Path, help="bundle this tagger (default: the run's proposer/)")
     fi.add_argument("--no-proposer", action="store_true", help="bundle no proposer")
+    fi.add_argument("--no-reranker", action="store_true", help="make no reranker for the bundle")
     fi.add_argument("--eval-limit", type=int, help="evaluate on the first N test pairs only")
     fi.add_argument("--no-eval", action="store_true", help="bundle without the test-set figures")
     fi.add_argument("--ship", action="store_true", help="also install the bundle as models/default")

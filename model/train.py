@@ -30,7 +30,14 @@ def main(argv: list[str] | None = None) -> int:
             # optional dependencies (pypinyin, pyahocorasick), not a circle: see the docstring
             from model.release.finish import FinishSpec, finish
 
-            spec = FinishSpec(args.preset, args.no_eval, args.eval_limit, args.no_export, args.ship)
+            spec = FinishSpec(
+                args.preset,
+                args.no_eval,
+                args.eval_limit,
+                args.no_export,
+                args.ship,
+                no_reranker=args.no_reranker,
+            )
             finish(
                 spec,
                 trained.out,

@@ -28,6 +28,7 @@ from model.release.eval_tables import with_ci
 from model.release.export import export_bundle
 from model.release.layout import install_bundle
 from model.release.metrics import BLEU_ORDERS
+from model.release.rerank import make_reranker
 from model.training.errors import UsageError
 from model.training.pack import DEVICE_FILE, PROPOSER_DIR, is_packed, unpack
 from model.training.pairs import load_data
@@ -71,6 +72,7 @@ class FinishSpec:
     no_export: bool = False  # evaluate only
     ship: bool = False  # also install the bundle as models/default
     hardware: str | None = None  # what it trained on, for the card (None: this machine)
+    no_reranker: bool = False  # bundle without the reranker even where the preset has one
 
 
 def finish(
@@ -155,6 +157,9 @@ def finish(
         reverse=reverse,  # checked by export_bundle: a lower_to_upper encoder-decoder
         reverse_meta=reverse_meta,
     )
+    reranker = preset.get("reranker")
+    if reranker and not spec.no_reranker:
+        make_reranker(bundle, folder, out / "reranker", reranker, log=lambda line: print(line, flush=True))
     write_card(bundle, out, report, hardware=spec.hardware)
     shipped = install_bundle(bundle, default_model_dir()) if spec.ship else None
     print(headline(spec.preset, ev, bundle, plot, spec.no_eval, shipped))
@@ -221,7 +226,10 @@ def finish_run(args: argparse.Namespace) -> Path:
         proposer = run / PROPOSER_DIR
     reverse = run / REVERSE_DIR if (run / REVERSE_DIR / "best.pt").is_file() else None
     # the card names the machine the run trained on, recorded when it was packed
-    spec = FinishSpec(preset_name, args.no_eval, args.eval_limit, hardware=info.get("hardware") or None)
+    hardware = info.get("hardware") or None
+    spec = FinishSpec(
+        preset_name, args.no_eval, args.eval_limit, hardware=hardware, no_reranker=args.no_reranker
+    )
     finish(spec, run, folder, train.pairs, preset, proposer, reverse)
     bundle = run / "bundle"
     size = sum(p.stat().st_size for p in bundle.iterdir() if p.is_file()) / 1e6

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import json
 import random
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -29,8 +29,10 @@ from model.decoding.decoder import Decoder
 from model.decoding.options import SERVE_INT8, SERVE_RUNTIME, DecodeOptions
 from model.decoding.plan import ConstraintError
 from model.decoding.reranking import Reranker
-from model.release.bundle import Bundle, decoder_graph_keys
+from model.release.bundle import Bundle, decoder_graph_keys, load_bundle, model_config, scorer_graph_key
 from model.release.eval_decode import bar
+from model.release.scorer import add_scorer, model_embedding
+from model.training.rerank import ScorerTraining, read_groups, scorer_config, train_scorer
 
 N_BEST = 10  # candidates a line, as the site's default answer has them
 QUOTA = {"formal": 2 / 5, "classical": 1 / 5}  # of a sample; the rest general
@@ -50,14 +52,18 @@ def read_pairs(path: Path) -> list[Row]:
 
 
 def sample(rows: Sequence[Row], limit: int, seed: int) -> list[Row]:
-    """``limit`` rows by register quota (``QUOTA``), each register's drawn with ``seed``."""
+    """``limit`` rows drawn with ``seed``: formal and classical ones up to their share of it
+    (``QUOTA``), general ones for the rest (all of it where the data has no registers)."""
     by: dict[str, list[Row]] = {}
     for r in rows:
         by.setdefault(r[2] if r[2] in QUOTA else "general", []).append(r)
-    quota = {g: int(limit * share) for g, share in QUOTA.items()}
-    quota["general"] = limit - sum(quota.values())
     rng = random.Random(seed)
-    return [r for g, q in quota.items() for r in rng.sample(by.get(g, []), min(q, len(by.get(g, []))))]
+    out: list[Row] = []
+    for group, share in QUOTA.items():
+        mine = by.get(group, [])
+        out += rng.sample(mine, min(int(limit * share), len(mine)))
+    general = by.get("general", [])
+    return out + rng.sample(general, min(limit - len(out), len(general)))
 
 
 def served_decoder(bundle: Bundle) -> Decoder:
@@ -149,3 +155,46 @@ def chosen_weight(table: Sequence[dict[str, Any]], tolerance: float = 0.01) -> f
     base = next(row["agreement"] for row in table if row["weight"] == 0.0)
     kept = [row["weight"] for row in table if row["agreement"] >= base * (1 - tolerance)]
     return max(kept)
+
+
+def make_reranker(
+    bundle_dir: Path,
+    folder: Path,
+    work: Path,
+    settings: dict[str, Any],
+    log: Callable[[str], None] = print,
+) -> Path:
+    """`make train`'s reranker step on an exported bundle: the bundle's n-best for a sample of the
+    data folder's training pairs (``settings["groups"]``) and validation pairs
+    (``settings["valid_groups"]``), written to ``work`` (a stopped step goes on from there), the
+    scorer trained ``settings["steps"]`` steps, its weight table on validation, and the scorer
+    put into the bundle. Returns the scorer's weights file."""
+    bundle = load_bundle(bundle_dir)
+    decoder = served_decoder(bundle)
+    seed = int(settings.get("seed", 1))
+    train_rows = sample(read_pairs(folder / "train.tsv"), int(settings["groups"]), seed)
+    valid_rows = sample(read_pairs(folder / "valid.tsv"), int(settings["valid_groups"]), seed)
+    for name, rows in (("train", train_rows), ("valid", valid_rows)):
+        log(f"reranker: the bundle's {N_BEST}-best for {len(rows):,} {name} lines")
+        write_nbest(decoder, rows, work / f"{name}_nbest.jsonl")
+    cfg = scorer_config(model_config(bundle_dir, "model"), layers=int(settings.get("layers", 1)))
+    spec = ScorerTraining(steps=int(settings["steps"]), threads=int(settings.get("threads", 1)))
+    trained = work / "scorer.pt"
+    train = read_groups(work / "train_nbest.jsonl")
+    valid = read_groups(work / "valid_nbest.jsonl")
+    best = train_scorer(cfg, model_embedding(bundle_dir), bundle.vocab, train, valid, trained, spec, log)
+    log(f"reranker: best validation {best}")
+    path = add_scorer(bundle_dir, trained)
+    table = weight_table(bundle_reranker_of(bundle_dir), read_nbest(work / "valid_nbest.jsonl"))
+    (work / "weights.json").write_text(json.dumps(table, ensure_ascii=False, indent=1), encoding="utf-8")
+    chosen = chosen_weight(table)
+    log(f"reranker: agreement by weight in {work / 'weights.json'}; the rule's weight {chosen}")
+    return path
+
+
+def bundle_reranker_of(bundle_dir: Path) -> Reranker:
+    """The reranker of the scorer in the bundle ``bundle_dir`` (read with PyTorch)."""
+    bundle = load_bundle(bundle_dir, models=False)
+    if bundle.scorer is None:
+        raise ValueError(f"{bundle_dir} has no reranker's scorer")
+    return Reranker.of(bundle.scorer, bundle.vocab, graph_cache_dir(), scorer_graph_key(bundle))

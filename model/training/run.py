@@ -60,6 +60,7 @@ class TrainSpec:
     init_from: Path | None = None
     teacher: Path | None = None
     no_reverse: bool = False
+    no_reranker: bool = False
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> TrainSpec:
@@ -290,6 +291,11 @@ def parse_args(argv: list[str] | None) -> TrainSpec:
         action="store_true",
         help="do not train or bundle the preset's lower_to_upper model (下联求上联; with --no-export it "
         "is not trained either)",
+    )
+    p.add_argument(
+        "--no-reranker",
+        action="store_true",
+        help="do not make the preset's reranker (model/release/rerank.py) for the bundle",
     )
     p.add_argument(
         "--init-from",

@@ -23,7 +23,14 @@ from model.net.transformer import CoupletTransformer, ModelConfig
 from model.release.bundle import load_bundle, model_config
 from model.release.export import export_bundle
 from model.release.layout import SCORER_CONFIG, SCORER_WEIGHTS, BundleError, verify_bundle
-from model.release.rerank import chosen_weight, sample, weight_table
+from model.release.rerank import (
+    chosen_weight,
+    make_reranker,
+    sample,
+    served_decoder,
+    weight_table,
+    write_nbest,
+)
 from model.release.scorer import add_scorer, load_scorer, model_embedding
 from model.training.rerank import ScorerTraining, save_trained, scorer_config, train_scorer
 
@@ -237,3 +244,20 @@ def test_a_sample_keeps_the_register_quota() -> None:
     assert counts == {"formal": 8, "classical": 4, "general": 8}
     assert sample(rows, 20, seed=1) == got and len(set(got)) == 20
     assert len(sample(rows[:3], 20, seed=1)) == 3  # fewer where there are fewer
+
+
+def test_make_train_s_step_makes_the_reranker_of_an_exported_bundle(
+    tmp_path: Path, vocab: Vocab, pairs: list[tuple[str, str]], data_folder: Path
+) -> None:
+    bundle = export_bundle(tmp_path / "bundle", small_model(vocab), vocab, train_pairs=pairs)
+    settings = {"groups": 20, "valid_groups": 10, "steps": 6}
+    lines: list[str] = []
+    make_reranker(bundle, data_folder, tmp_path / "work", settings, log=lines.append)
+    assert load_bundle(bundle, models=False).has_scorer and verify_bundle(bundle)
+    nbest = [json.loads(x) for x in (tmp_path / "work" / "train_nbest.jsonl").read_text("utf-8").splitlines()]
+    assert len(nbest) == 20 and all(len(g["cands"]) <= 10 for g in nbest)
+    assert any(len(g["cands"]) > 1 for g in nbest)
+    table = json.loads((tmp_path / "work" / "weights.json").read_text("utf-8"))
+    assert table[0]["weight"] == 0.0 and any("the rule's weight" in x for x in lines)
+    # a step run again goes on from its files: nothing decoded twice
+    assert write_nbest(served_decoder(load_bundle(bundle)), [], tmp_path / "work" / "train_nbest.jsonl") == 0
