@@ -16,7 +16,6 @@ from pathlib import Path
 from data.paths import default_model_dir, graph_cache_dir
 from model.decoding.reranking import Reranker
 from model.net.config import ModelConfig
-from model.net.scorer import PairScorer
 from model.release.bundle import load_bundle, model_config
 from model.release.layout import BundleError
 from model.release.rerank import (
@@ -28,7 +27,7 @@ from model.release.rerank import (
     weight_table,
     write_nbest,
 )
-from model.release.scorer import add_scorer, model_embedding, read_trained
+from model.release.scorer import add_scorer, model_embedding, trained_scorer
 from model.training.rerank import ScorerTraining, read_groups, scorer_config, train_scorer
 
 
@@ -62,10 +61,7 @@ def _train(args: argparse.Namespace) -> int:
 
 def _scorer_of(args: argparse.Namespace) -> Reranker:
     bundle = load_bundle(args.bundle, models=False)
-    saved = read_trained(Path(args.trained))
-    scorer = PairScorer(ModelConfig.from_dict(saved["model_config"]))
-    scorer.load_state_dict({**saved["state_dict"], "embed.weight": model_embedding(bundle.path)})
-    return Reranker.of(scorer.eval(), bundle.vocab, graph_cache_dir())
+    return Reranker.of(trained_scorer(bundle.path, Path(args.trained)), bundle.vocab, graph_cache_dir())
 
 
 def _weights(args: argparse.Namespace) -> int:

@@ -37,6 +37,7 @@ from model.release.card_sections import (
     latency_section,
     proposer_section,
     read_json,
+    reranker_section,
     reverse_section,
     training_summary,
 )
@@ -90,6 +91,7 @@ def render(
         "",
         *proposer_section(bundle, proposer_dir or (train_dir / "proposer" if train_dir else None)),
         *reverse_section(bundle, reverse_dir or (train_dir / "reverse" if train_dir else None)),
+        *reranker_section(bundle),
         "## Data",
         "",
         *data_section(report),

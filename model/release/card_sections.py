@@ -14,7 +14,9 @@ from typing import Any
 from model.decoding.options import DecodeOptions
 from model.release.bundle import model_meta
 from model.release.eval_tables import with_ci
+from model.release.layout import SCORER_CONFIG
 from model.release.metrics import BLEU_ORDERS
+from model.release.weights import count_parameters
 
 
 def known_note(known: Path | None) -> list[str]:
@@ -210,6 +212,45 @@ def reverse_section(bundle: Path, run_dir: Path | None) -> list[str]:
         f"- best validation NLL per character (the validation pairs, swapped): {shown}{ppl}",
         "",
     ]
+
+
+def reranker_section(bundle: Path) -> list[str]:
+    """The bundle's reranker (model/decoding/reranking.py): its scorer, training and weight."""
+    config = read_json(bundle / SCORER_CONFIG)
+    if not config:
+        return []
+    record = config.get("training") or {}
+    valid = record.get("valid") or {}
+    own = count_parameters(config)
+    served = DecodeOptions().rerank_weight
+    lines = [
+        "## Reranker",
+        "",
+        "A small encoder (model/net/scorer.py) reads the upper line and a candidate place by place, through",
+        "the model's own character table (shared and frozen: `scorer_config.json`'s `shared_weights`), and",
+        "scores how much the pair reads like a couplet people wrote. It was trained to pick the human lower",
+        "line out of this model's own 10-best for the same upper line (a sample of the training pairs, two",
+        "fifths formal and a fifth classical); each answer's candidates are ordered by their rank score plus",
+        f"{served} times its score (`DecodeOptions.rerank_weight`; `rerank_score` in the API's answer).",
+        "",
+        f"- parameters: {own:,} of its own (the character table shared with the model); "
+        f"{config.get('n_enc_layers', '–')} encoder layer(s), width {config.get('d_model', '–')}",
+        f"- trained {count(record.get('steps'))} steps on {count(record.get('groups'))} groups of lines",
+        f"- validation (groups of the validation pairs): the human line first in "
+        f"{100 * float(valid.get('human_first', 0)):.1f}%, mean reciprocal rank {valid.get('mrr', '–')}, "
+        f"listwise loss {valid.get('loss', '–')}",
+    ]
+    table = record.get("weights") or []
+    if table:
+        lines += [
+            f"- the weight that keeps the top line's agreement with the human lines within 1% of none: "
+            f"{record.get('rule_weight', '–')} (the served weight: {served})",
+            "",
+            "| weight | agreement with the human line | top line changed |",
+            "|---|---|---|",
+            *(f"| {r['weight']} | {r['agreement']:.4f} | {100 * r['changed']:.0f}% |" for r in table),
+        ]
+    return [*lines, ""]
 
 
 def data_section(report: dict[str, Any]) -> list[str]:

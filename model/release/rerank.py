@@ -29,9 +29,9 @@ from model.decoding.decoder import Decoder
 from model.decoding.options import SERVE_INT8, SERVE_RUNTIME, DecodeOptions
 from model.decoding.plan import ConstraintError
 from model.decoding.reranking import Reranker
-from model.release.bundle import Bundle, decoder_graph_keys, load_bundle, model_config, scorer_graph_key
+from model.release.bundle import Bundle, decoder_graph_keys, load_bundle, model_config
 from model.release.eval_decode import bar
-from model.release.scorer import add_scorer, model_embedding
+from model.release.scorer import add_scorer, model_embedding, trained_scorer
 from model.training.rerank import ScorerTraining, read_groups, scorer_config, train_scorer
 
 N_BEST = 10  # candidates a line, as the site's default answer has them
@@ -184,17 +184,9 @@ def make_reranker(
     valid = read_groups(work / "valid_nbest.jsonl")
     best = train_scorer(cfg, model_embedding(bundle_dir), bundle.vocab, train, valid, trained, spec, log)
     log(f"reranker: best validation {best}")
-    path = add_scorer(bundle_dir, trained)
-    table = weight_table(bundle_reranker_of(bundle_dir), read_nbest(work / "valid_nbest.jsonl"))
-    (work / "weights.json").write_text(json.dumps(table, ensure_ascii=False, indent=1), encoding="utf-8")
+    reranker = Reranker.of(trained_scorer(bundle_dir, trained), bundle.vocab, graph_cache_dir())
+    table = weight_table(reranker, read_nbest(work / "valid_nbest.jsonl"))
     chosen = chosen_weight(table)
+    (work / "weights.json").write_text(json.dumps(table, ensure_ascii=False, indent=1), encoding="utf-8")
     log(f"reranker: agreement by weight in {work / 'weights.json'}; the rule's weight {chosen}")
-    return path
-
-
-def bundle_reranker_of(bundle_dir: Path) -> Reranker:
-    """The reranker of the scorer in the bundle ``bundle_dir`` (read with PyTorch)."""
-    bundle = load_bundle(bundle_dir, models=False)
-    if bundle.scorer is None:
-        raise ValueError(f"{bundle_dir} has no reranker's scorer")
-    return Reranker.of(bundle.scorer, bundle.vocab, graph_cache_dir(), scorer_graph_key(bundle))
+    return add_scorer(bundle_dir, trained, record={"weights": table, "rule_weight": chosen})

@@ -79,26 +79,40 @@ def read_trained(path: Path) -> dict[str, Any]:
     return dict(saved)
 
 
-def add_scorer(root: str | os.PathLike[str], trained: str | os.PathLike[str], dtype: str = "float16") -> Path:
-    """Put the scorer of ``trained`` into the bundle ``root``, replacing its scorer if it has one:
-    the bundle checked first, the scorer refused unless it was trained on the bundle's model's
-    character table, ``SHA256SUMS`` rewritten, the folder swapped in with renames. Returns the
-    scorer's weights file."""
-    root = Path(root)
-    verify_bundle(root)
-    saved = read_trained(Path(trained))
+def trained_scorer(root: Path, trained: Path) -> PairScorer:
+    """The scorer of a trained file on the bundle ``root``'s character table (eval mode), refused
+    (``BundleError``) when it was trained on another table."""
+    saved = read_trained(trained)
     embed = model_embedding(root)
     if saved["embed_sha256"] != embed_sha256(embed):
         raise BundleError(f"{trained}: trained on another character table than {root / WEIGHTS_FILE}'s")
-    vocab = Vocab.from_file(root / VOCAB_FILE)
     scorer = PairScorer(ModelConfig.from_dict(saved["model_config"]))
     scorer.load_state_dict({**saved["state_dict"], SHARED[0]: embed})
+    return scorer.eval()
+
+
+def add_scorer(
+    root: str | os.PathLike[str],
+    trained: str | os.PathLike[str],
+    dtype: str = "float16",
+    record: dict[str, Any] | None = None,
+) -> Path:
+    """Put the scorer of ``trained`` into the bundle ``root``, replacing its scorer if it has one:
+    the bundle checked first, the scorer refused unless it was trained on the bundle's model's
+    character table, ``SHA256SUMS`` rewritten, the folder swapped in with renames. Returns the
+    scorer's weights file. ``record``: more for its configuration's training record (the weight
+    table on validation lines)."""
+    root = Path(root)
+    verify_bundle(root)
+    saved = read_trained(Path(trained))
+    scorer = trained_scorer(root, Path(trained))
+    vocab = Vocab.from_file(root / VOCAB_FILE)
     with changed_copy(root) as tmp:
-        record = {"valid": saved["valid"], **saved.get("training", {})}
+        record = {"valid": saved["valid"], **saved.get("training", {}), **(record or {})}
         shared = dict.fromkeys(SHARED, WEIGHTS_FILE)
         save_model_files(
             scorer, vocab, tmp / SCORER_WEIGHTS, tmp / SCORER_CONFIG, VOCAB_FILE, record, shared, dtype
         )
         write_manifest(tmp)
-        load_scorer(tmp, vocab, embed)  # it reads back
+        load_scorer(tmp, vocab, scorer.embed.weight)  # it reads back
     return root / SCORER_WEIGHTS

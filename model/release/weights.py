@@ -309,10 +309,15 @@ def load_model_files(
 
 
 def count_parameters(config: dict[str, Any]) -> int:
-    """The model's parameter count from its configuration alone (tied weights counted once)."""
+    """The model's parameter count from its configuration alone (tied weights counted once; a
+    scorer's own, without the table it shares)."""
     from model.net.checkpoint import build_model
+    from model.net.scorer import PairScorer
 
-    return int(build_model(ModelConfig.from_dict(config)).num_parameters())
+    cfg = ModelConfig.from_dict(config)
+    if cfg.kind == "scorer":
+        return PairScorer(cfg).num_parameters()
+    return int(build_model(cfg).num_parameters())
 
 
 def same_weights(a: CoupletModel, b: CoupletModel) -> bool:

@@ -21,6 +21,7 @@ from model.decoding.reranking import Reranker
 from model.net.scorer import PairScorer
 from model.net.transformer import CoupletTransformer, ModelConfig
 from model.release.bundle import load_bundle, model_config
+from model.release.card import render
 from model.release.export import export_bundle
 from model.release.layout import SCORER_CONFIG, SCORER_WEIGHTS, BundleError, verify_bundle
 from model.release.rerank import (
@@ -196,6 +197,8 @@ def test_a_bundle_carries_its_scorer_on_the_models_table_and_refuses_another(
     command = ["-m", "model.rerank", "add", "--bundle", str(bundle), "--trained", str(tmp_path / "x.pt")]
     run = subprocess.run([sys.executable, *command], capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert run.returncode == 2 and "not a trained scorer" in run.stderr
+    card = render(bundle, None, {}, {})
+    assert "## Reranker" in card and "trained 0 steps" in card and "rerank_weight" in card
 
 
 def test_the_served_decoder_of_a_bundle_with_a_scorer_reranks(
