@@ -12,9 +12,11 @@ precision, on ``SERVE_RUNTIME``), the same without the shortlist, the same in th
 precision, the same in eager PyTorch (when the served runtime is another), its diverse
 search (the web page's default request), the fast mode
 (the tagger's one-pass proposals rescored by the encoder-decoder), and the encoder-decoder
-alone (eager fp32, every token scored). Without a bundled tagger, a random one of the ``tagger``
-preset's size stands in (same cost). When the bundle has a reverse model (下联求上联), its
-served decoder too (``reverse_``: upper lines for the test set's lower lines, no tagger).
+alone (eager fp32, every token scored). The served decoder reranks with the bundle's reranker
+when it has one (model/decoding/reranking.py); ``no_rerank_`` is the same search without it.
+Without a bundled tagger, a random one of the ``tagger`` preset's size stands in (same cost).
+When the bundle has a reverse model (下联求上联), its served decoder too (``reverse_``: upper
+lines for the test set's lower lines, no tagger).
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ import torch
 
 from data.paths import ROOT, corpus_dir, data_dir, default_model_dir, graph_cache_dir
 from data.vocab import Vocab
-from duilian.service import set_decode_threads
+from duilian.service import Engine, bundle_reranker, set_decode_threads
 from model.decoding.decoder import Decoder
 from model.decoding.options import DIVERSE_PENALTY, SERVE_INT8, SERVE_RUNTIME, DecodeOptions
 from model.decoding.plan import ConstraintError
@@ -77,7 +79,8 @@ def load_decoder() -> tuple[Decoder, str]:
 
     if has_model(default_model_dir()):
         b = load_bundle(default_model_dir())
-        decoder = Decoder(b.model, b.vocab, pairing=b.pairing)
+        reranker = bundle_reranker(b, Engine(SERVE_INT8, SERVE_RUNTIME, graph_cache_dir()))
+        decoder = Decoder(b.model, b.vocab, pairing=b.pairing, reranker=reranker)
         decoder.proposer = b.proposer
         return decoder, "shipped"
     spm = data_dir() / "spm.model"
@@ -137,7 +140,15 @@ def run(args: argparse.Namespace) -> dict[str, object]:
     decoder.proposer = None
     model = cast(CoupletTransformer, decoder.model)
     cache = graph_cache_dir()
-    served = Decoder(model, decoder.vocab, SERVE_INT8, proposer, runtime=SERVE_RUNTIME, graph_cache=cache)
+    served = Decoder(
+        model,
+        decoder.vocab,
+        SERVE_INT8,
+        proposer,
+        runtime=SERVE_RUNTIME,
+        graph_cache=cache,
+        reranker=decoder.reranker,
+    )
     other = Decoder(model, decoder.vocab, not SERVE_INT8, proposer, runtime=SERVE_RUNTIME, graph_cache=cache)
     served.pairing = other.pairing = decoder.pairing  # the bundle's pairing table, as served
     normal = DecodeOptions(n_best=10)
@@ -149,6 +160,8 @@ def run(args: argparse.Namespace) -> dict[str, object]:
         "fast_": (served, replace(normal, fast=True)),
         "model_only_": (decoder, normal),
     }
+    if decoder.reranker is not None:  # what the bundle's reranker costs: the served search without it
+        variants["no_rerank_"] = (served, replace(normal, rerank_weight=0.0))
     if SERVE_RUNTIME != "torch":
         variants["torch_"] = (Decoder(model, decoder.vocab, SERVE_INT8, proposer), normal)
         variants["torch_"][0].pairing = decoder.pairing

@@ -70,7 +70,12 @@ def latency_variants(served_int8: bool, runtime: str = "torch") -> list[tuple[st
     is what `make serve` runs."""
     served = ("int8" if served_int8 else "fp32") + ("" if runtime == "torch" else f", {runtime} runtime")
     return [
-        ("", f"normal search: the encoder-decoder with the bundled tagger and its shortlist, {served}"),
+        (
+            "",
+            f"normal search: the encoder-decoder with the bundled tagger and its shortlist, {served}"
+            + ", reranked when the bundle has a reranker",
+        ),
+        ("no_rerank_", f"the same without the reranker, {served}"),
         ("full_vocab_", f"the same, every token scored (no shortlist), {served}"),
         ("fp32_", "the same as served, in fp32"),
         ("int8_", "the same as served, in int8"),
