@@ -54,6 +54,7 @@ from model.release.bundle import (
     model_config,
     model_meta,
     scorer_graph_key,
+    scorer_weight,
 )
 from model.release.layout import WEIGHTS_FILE
 
@@ -191,11 +192,13 @@ def bundle_reranker(bundle: Bundle, engine: Engine) -> Reranker | None:
     key = scorer_graph_key(bundle)
     if key is None:
         return None
+    weight = scorer_weight(bundle.path)
     if engine.graph_cache is not None:
-        found = Reranker.cached(model_config(bundle.path, "scorer"), key, engine.graph_cache, bundle.vocab)
+        cfg = model_config(bundle.path, "scorer")
+        found = Reranker.cached(cfg, key, engine.graph_cache, bundle.vocab, weight)
         if found is not None:
             return found
-    return Reranker.of(cast("PairScorer", bundle.scorer), bundle.vocab, engine.graph_cache, key)
+    return Reranker.of(cast("PairScorer", bundle.scorer), bundle.vocab, engine.graph_cache, key, weight)
 
 
 class Library:

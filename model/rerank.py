@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 from data.paths import default_model_dir, graph_cache_dir
-from model.decoding.reranking import Reranker
+from model.decoding.reranking import DEFAULT_WEIGHT, Reranker
 from model.net.config import ModelConfig
 from model.release.bundle import load_bundle, model_config
 from model.release.layout import BundleError
@@ -73,7 +73,7 @@ def _weights(args: argparse.Namespace) -> int:
 
 
 def _add(args: argparse.Namespace) -> int:
-    path = add_scorer(args.bundle, args.trained, args.dtype)
+    path = add_scorer(args.bundle, args.trained, args.dtype, record={"weight": args.weight})
     print(f"{path}: the reranker's scorer, added")
     return 0
 
@@ -103,6 +103,12 @@ def main(argv: list[str] | None = None) -> int:
     a = sub.add_parser("add", help="put a trained scorer into the bundle")
     a.add_argument("--trained", required=True)
     a.add_argument("--dtype", choices=("float16", "int8"), default="float16")
+    a.add_argument(
+        "--weight",
+        type=float,
+        default=DEFAULT_WEIGHT,
+        help=f"its weight in a candidate's rank, as `weights` chose it (default {DEFAULT_WEIGHT})",
+    )
     for a in sub.choices.values():
         a.add_argument(
             "--bundle", default=str(default_model_dir()), help="the bundle (default: models/default)"

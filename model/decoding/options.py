@@ -47,10 +47,10 @@ class DecodeOptions:
     # > 0: diverse beam search; the beam is split into n_best groups, one candidate each, and a
     # group pays this much for a character an earlier group chose at the same position
     diversity: float = 0.0
-    # with a reranker (model/decoding/reranking.py): its score's weight in each candidate's rank
-    # (0 = off); 0.05, the largest weight that kept agreement with the human lines on validation,
-    # won blind on the formal and classical parts (docs/EXPERIMENTS.md §44-45)
-    rerank_weight: float = 0.05
+    # with a reranker (model/decoding/reranking.py): its score's weight in each candidate's rank;
+    # None: the reranker's own (the bundle's, chosen on validation lines; docs/EXPERIMENTS.md
+    # §44-45), 0: off
+    rerank_weight: float | None = None
 
     @property
     def groups(self) -> tuple[int, ...]:

@@ -1,7 +1,8 @@
 """The reranker: the decoder's candidates for a line ordered again, by the search's rank score
-plus ``DecodeOptions.rerank_weight`` times a scorer's opinion of how much each (upper, lower)
-pair reads like a couplet people wrote (model/net/scorer.py; trained on the human lower lines
-against the model's own n-best, model/training/rerank.py).
+plus a weight (``DecodeOptions.rerank_weight``, by default the bundle's) times a scorer's
+opinion of how much each (upper, lower) pair reads like a couplet people wrote
+(model/net/scorer.py; trained on the human lower lines against the model's own n-best,
+model/training/rerank.py).
 
 The scorer runs as one ONNX graph in fp32 on one thread (``SCORER_GRAPHS``), cached like the
 models' graphs (model/decoding/onnx_graphs.py), so a process whose graph is cached needs no
@@ -31,25 +32,33 @@ if TYPE_CHECKING:
     from model.net.scorer import PairScorer
 
 SCORER_GRAPHS = ("score",)
+DEFAULT_WEIGHT = 0.05  # a scorer's weight where its bundle names none (session 33's trial: §44)
 
 
 class Reranker:
-    """A scorer's graph and the vocabulary it reads: ``scores`` of pairs, ``rerank`` of an answer."""
+    """A scorer's graph and the vocabulary it reads: ``scores`` of pairs, ``rerank`` of an answer;
+    ``weight``: its score's weight in a candidate's rank when a request names none."""
 
-    def __init__(self, graph: Graph, cfg: ModelConfig, vocab: Vocab) -> None:
+    def __init__(self, graph: Graph, cfg: ModelConfig, vocab: Vocab, weight: float = DEFAULT_WEIGHT) -> None:
         if cfg.kind != "scorer":
             raise ValueError(f"a reranker runs a scorer, not a model of kind {cfg.kind!r}")
         if cfg.vocab_size < len(vocab):
             raise ValueError(f"the scorer has {cfg.vocab_size} ids but the vocabulary {len(vocab)}")
-        self.graph, self.cfg, self.vocab = graph, cfg, vocab
+        self.graph, self.cfg, self.vocab, self.weight = graph, cfg, vocab, weight
 
     @classmethod
     def cached(
-        cls, cfg: ModelConfig, key: str, cache_dir: Path, vocab: Vocab, threads: int = 1
+        cls,
+        cfg: ModelConfig,
+        key: str,
+        cache_dir: Path,
+        vocab: Vocab,
+        weight: float = DEFAULT_WEIGHT,
+        threads: int = 1,
     ) -> Reranker | None:
         """The reranker from its cached graph alone (no PyTorch), or None when it is not cached."""
         graph = Graph.from_cache(GraphCache(cache_dir, key), SCORER_GRAPHS[0], False, threads)
-        return None if graph is None else cls(graph, cfg, vocab)
+        return None if graph is None else cls(graph, cfg, vocab, weight)
 
     @classmethod
     def of(
@@ -58,6 +67,7 @@ class Reranker:
         vocab: Vocab,
         cache_dir: Path | None = None,
         key: str | None = None,
+        weight: float = DEFAULT_WEIGHT,
         threads: int = 1,
     ) -> Reranker:
         """The reranker of a PyTorch scorer: its graph from the cache under ``key`` (a digest of
@@ -67,7 +77,7 @@ class Reranker:
         exports: dict[str, Callable[[], bytes]] = {n: exporter(s) for n, s in scorer_specs(scorer).items()}
         cache = None if cache_dir is None else GraphCache(cache_dir, key or model_key(scorer))
         graphs = built(exports, False, threads, cache, "reranker")
-        return cls(graphs[SCORER_GRAPHS[0]], scorer.cfg, vocab)
+        return cls(graphs[SCORER_GRAPHS[0]], scorer.cfg, vocab, weight)
 
     def scores(self, upper: str, lowers: Sequence[str]) -> np.ndarray:
         """The scorer's opinion of (upper, lower) for each of ``lowers``: (K,) float32, higher
@@ -88,10 +98,12 @@ class Reranker:
         out[readable] = scores
         return out
 
-    def rerank(self, answer: Answer, weight: float) -> Answer:
-        """``answer`` with each candidate's ``rerank_score`` set and ``weight`` times it added to its
-        ``rank_score``, the candidates best first by that. Answers in the other direction (the
-        scorer reads upper lines against lower ones) and a weight of 0 are returned as they are."""
+    def rerank(self, answer: Answer, weight: float | None = None) -> Answer:
+        """``answer`` with each candidate's ``rerank_score`` set and ``weight`` (None: the reranker's
+        own) times it added to its ``rank_score``, the candidates best first by that. Answers in the
+        other direction (the scorer reads upper lines against lower ones) and a weight of 0 are
+        returned as they are."""
+        weight = self.weight if weight is None else weight
         if not weight or answer.direction != FORWARD or answer.upper is None or not answer.candidates:
             return answer
         scores = self.scores(answer.upper, [c.text for c in answer.candidates])

@@ -21,6 +21,7 @@ from data.sensitive import SensitiveFilter
 from data.vocab import Vocab
 from model.decoding.blocked import BLOCKED_FILE, BlockedWords
 from model.decoding.graph_keys import files_key
+from model.decoding.reranking import DEFAULT_WEIGHT
 from model.net.config import ModelConfig
 from model.release.fingerprint import FingerprintIndex, KnownLowers
 from model.release.layout import (
@@ -220,6 +221,13 @@ def graph_key(bundle: Bundle, role: str) -> str | None:
     # (step and version are not traced: the same weights released again reuse their graphs)
     traced = json.dumps({k: v for k, v in settings.items() if k != "training"}, sort_keys=True)
     return files_key(f"{role}:{bundle.dtype or 'float32'}:{traced}", paths, bundle.sums)
+
+
+def scorer_weight(root: Path) -> float:
+    """The weight of the bundle's reranker in a candidate's rank (its scorer's training record:
+    the weight chosen on validation lines; ``reranking.DEFAULT_WEIGHT`` where it names none)."""
+    record = read_config(root / SCORER_CONFIG).get("training") or {}
+    return float(record.get("weight", DEFAULT_WEIGHT))
 
 
 def scorer_graph_key(bundle: Bundle) -> str | None:

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from model.decoding.options import DecodeOptions
+from model.decoding.reranking import DEFAULT_WEIGHT
 from model.release.bundle import model_meta
 from model.release.eval_tables import with_ci
 from model.release.layout import SCORER_CONFIG
@@ -227,7 +228,7 @@ def reranker_section(bundle: Path) -> list[str]:
     record = config.get("training") or {}
     valid = record.get("valid") or {}
     own = count_parameters(config)
-    served = DecodeOptions().rerank_weight
+    served = record.get("weight", DEFAULT_WEIGHT)
     lines = [
         "## Reranker",
         "",
@@ -236,7 +237,8 @@ def reranker_section(bundle: Path) -> list[str]:
         "scores how much the pair reads like a couplet people wrote. It was trained to pick the human lower",
         "line out of this model's own 10-best for the same upper line (a sample of the training pairs, two",
         "fifths formal and a fifth classical); each answer's candidates are ordered by their rank score plus",
-        f"{served} times its score (`DecodeOptions.rerank_weight`; `rerank_score` in the API's answer).",
+        f"{served} times its score (the bundle's weight; a request may set another,",
+        "`DecodeOptions.rerank_weight`; `rerank_score` in the API's answer).",
         "",
         f"- parameters: {own:,} of its own (the character table shared with the model); "
         f"{config.get('n_enc_layers', '–')} encoder layer(s), width {config.get('d_model', '–')}",
@@ -248,8 +250,8 @@ def reranker_section(bundle: Path) -> list[str]:
     table = record.get("weights") or []
     if table:
         lines += [
-            f"- the weight that keeps the top line's agreement with the human lines within 1% of none: "
-            f"{record.get('rule_weight', '–')} (the served weight: {served})",
+            f"- the served weight is the largest that keeps the top line's agreement with the human lines"
+            f" within 1% of no reranking: {served}",
             "",
             "| weight | agreement with the human line | top line changed |",
             "|---|---|---|",

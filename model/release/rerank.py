@@ -189,4 +189,4 @@ def make_reranker(
     chosen = chosen_weight(table)
     (work / "weights.json").write_text(json.dumps(table, ensure_ascii=False, indent=1), encoding="utf-8")
     log(f"reranker: agreement by weight in {work / 'weights.json'}; the rule's weight {chosen}")
-    return add_scorer(bundle_dir, trained, record={"weights": table, "rule_weight": chosen})
+    return add_scorer(bundle_dir, trained, record={"weights": table, "weight": chosen})

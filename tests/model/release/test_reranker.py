@@ -17,10 +17,10 @@ import torch
 from data.vocab import Vocab
 from model.decoding.decoder import Decoder
 from model.decoding.options import DecodeOptions
-from model.decoding.reranking import Reranker
+from model.decoding.reranking import DEFAULT_WEIGHT, Reranker
 from model.net.scorer import PairScorer
 from model.net.transformer import CoupletTransformer, ModelConfig
-from model.release.bundle import load_bundle, model_config
+from model.release.bundle import load_bundle, model_config, scorer_weight
 from model.release.card import render
 from model.release.export import export_bundle
 from model.release.layout import SCORER_CONFIG, SCORER_WEIGHTS, BundleError, verify_bundle
@@ -197,6 +197,9 @@ def test_a_bundle_carries_its_scorer_on_the_models_table_and_refuses_another(
     command = ["-m", "model.rerank", "add", "--bundle", str(bundle), "--trained", str(tmp_path / "x.pt")]
     run = subprocess.run([sys.executable, *command], capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert run.returncode == 2 and "not a trained scorer" in run.stderr
+    assert scorer_weight(bundle) == DEFAULT_WEIGHT  # a scorer added without a weight table
+    add_scorer(bundle, tmp_path / "scorer.pt", record={"weight": 0.3})
+    assert scorer_weight(bundle) == 0.3
     card = render(bundle, None, {}, {})
     assert "## Reranker" in card and "trained 0 steps" in card and "rerank_weight" in card
 
@@ -212,6 +215,7 @@ def test_the_served_decoder_of_a_bundle_with_a_scorer_reranks(
         decoder = build_decoder(load_bundle(bundle, models=False), engine, None)
         answer = decoder.generate("春风得意马蹄疾", DecodeOptions(n_best=4))
         assert decoder.reranker is not None and all(c.rerank_score is not None for c in answer.candidates)
+        assert decoder.reranker.weight == DEFAULT_WEIGHT  # the bundle's: the request named none
     # the second decoder found the scorer's graph in the cache: built again, no export
     again = build_decoder(load_bundle(bundle, models=False), Engine(True, "onnx", graph_cache), None)
     assert again.reranker is not None
