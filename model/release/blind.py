@@ -44,7 +44,7 @@ from pathlib import Path
 
 from data.text import REGISTERS
 from model.decoding.options import DecodeOptions
-from model.release.eval_decode import load_keyed, make_decoder
+from model.release.eval_decode import bundle_reranker_at, load_keyed, make_decoder
 
 HEADER = ("id", "上联", "A", "B", "better", "score_A", "score_B")
 BETTER = {"a": "A", "b": "B", "tie": "tie", "=": "tie", "t": "tie", "平": "tie", "同": "tie"}
@@ -158,10 +158,13 @@ def decoded(path: Path, lines: list[Line], reverse: bool = False) -> list[str]:
     if model.cfg.reverse != reverse:
         want = "a lower_to_upper" if reverse else "an upper_to_lower"
         raise BlindError(f"{path}: not {want} model (--reverse says which direction the sheet is)")
+    reranker = None if reverse else bundle_reranker_at(path)  # a bundle's top line as the site gives it
     out = [""] * len(lines)
     for register, chosen in by_register(lines, model.cfg.n_registers).items():
         options = DecodeOptions(register=register)
-        decode = make_decoder(model.eval(), vocab, options, False, proposer, pairing=pairing, graph_keys=keys)
+        decode = make_decoder(
+            model.eval(), vocab, options, False, proposer, pairing=pairing, graph_keys=keys, reranker=reranker
+        )
         for i, text in zip(chosen, decode([lines[i].upper for i in chosen]), strict=True):
             out[i] = text
     return out

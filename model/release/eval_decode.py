@@ -16,9 +16,10 @@ from data.paths import graph_cache_dir
 from data.vocab import Vocab
 from model.decoding.decoder import Decoder
 from model.decoding.options import SERVE_INT8, SERVE_RUNTIME, Runtime
+from model.decoding.reranking import Reranker
 from model.net.checkpoint import CoupletModel, load_model
 from model.net.checkpoint import load_proposer as checkpoint_proposer
-from model.release.bundle import decoder_graph_keys, load_bundle, load_models
+from model.release.bundle import decoder_graph_keys, load_bundle, load_models, scorer_graph_key, scorer_weight
 from model.release.layout import verify_bundle
 from model.training.greedy import greedy
 
@@ -37,12 +38,14 @@ def make_decoder(
     progress: bool | None = None,
     desc: str = "decoding the test set",
     graph_keys: tuple[str | None, str | None] = (None, None),
+    reranker: Reranker | None = None,
 ) -> Decode:
     """Top candidate of ``model.decoding.decoder.Decoder`` (or plain greedy decoding when asked),
     with a ``proposer`` (an encoder-only tagger) beside the model; ``int8``: quantised copies;
     ``runtime``: what runs them (model.decoding.options.RUNTIMES). ``progress``: a tqdm bar of
     the lines decoded on stderr (None: when stderr is a terminal), named ``desc``; ``graph_keys``:
-    the keys of the model's and the proposer's cached graphs (``load_keyed``)."""
+    the keys of the model's and the proposer's cached graphs (``load_keyed``); ``reranker``: a
+    bundle's reranker (``bundle_reranker_at``), as the site decodes."""
     if use_greedy:
 
         def plain(uppers: list[str]) -> list[str]:
@@ -61,6 +64,7 @@ def make_decoder(
         pairing=pairing,
         graph_cache=graph_cache_dir(),
         graph_keys=graph_keys,
+        reranker=reranker,
     )
 
     def one(upper: str) -> str:
@@ -119,6 +123,18 @@ def load_keyed(path: Path, reverse: bool = False) -> tuple[Any, Vocab, Any, Pair
         return b.model, b.vocab, b.proposer, b.pairing, decoder_graph_keys(b)
     model, vocab, _ = load_model(path)
     return model, vocab, None, None, (None, None)
+
+
+def bundle_reranker_at(path: Path) -> Reranker | None:
+    """The reranker of the bundle at ``path`` as the site runs it (its graph cached under the
+    site's key, its weight the bundle's); None for a checkpoint or a bundle without one."""
+    if not path.is_dir():
+        return None
+    b = load_bundle(path, models=False)
+    key = scorer_graph_key(b)
+    if key is None or b.scorer is None:
+        return None
+    return Reranker.of(b.scorer, b.vocab, graph_cache_dir(), key, scorer_weight(path))
 
 
 def load_proposer(path: Path, vocab: Vocab) -> Any:

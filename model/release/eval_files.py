@@ -42,12 +42,14 @@ def evaluate_files(
     pairing: PairingTable | None = None,
     progress: bool | None = None,
     desc: str = "decoding the test set",
+    reranker: Any = None,
 ) -> dict[str, Any]:
     """Decode the test set once; score it whole and its leak-free part (perplexity is the
     model's; a ``proposer`` is the tagger the decoder uses, see ``DecodeOptions``;
     ``n_bootstrap``: resamples for BLEU's confidence intervals, 0 for none; ``lines_out``, a
     list, receives (reference, top candidate) for each line, for a paired comparison;
-    ``progress``: a bar of the lines decoded on stderr, named ``desc``, None: on a terminal)."""
+    ``progress``: a bar of the lines decoded on stderr, named ``desc``, None: on a terminal;
+    ``reranker``: the bundle's, when it has one, so the top line is the site's)."""
     tone_mode = getattr(options, "tone_mode", "modern")
     register = REGISTERS.index(getattr(options, "register", "general"))
     test_path = folder / "test.tsv"
@@ -57,7 +59,17 @@ def evaluate_files(
     if not test:
         raise ValueError(f"no test pairs (upper<TAB>lower lines) in {test_path}")
     decode = make_decoder(
-        model.eval(), vocab, options, use_greedy, proposer, int8, runtime, pairing, progress, desc
+        model.eval(),
+        vocab,
+        options,
+        use_greedy,
+        proposer,
+        int8,
+        runtime,
+        pairing,
+        progress,
+        desc,
+        reranker=reranker,
     )
     hyps = decode([u for u, _ in test])
     if lines_out is not None:

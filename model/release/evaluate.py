@@ -22,7 +22,7 @@ from data.text import REGISTERS
 from data.tones import MODES as TONE_MODES
 from model.decoding.options import MAX_CANDIDATES, RUNTIMES, SERVE_INT8, SERVE_RUNTIME, DecodeOptions
 from model.decoding.registers import register_index
-from model.release.eval_decode import load_any, load_proposer
+from model.release.eval_decode import bundle_reranker_at, load_any, load_proposer
 from model.release.eval_files import evaluate_files
 from model.release.eval_tables import comparison_table, markdown
 from model.release.metrics import BOOTSTRAP, line_stats, paired_bleu
@@ -282,10 +282,11 @@ def main(argv: list[str] | None = None) -> int:
             opts: Any,
             lines: list[tuple[str, str]],
             desc: str = "decoding the test set",
+            rerank: Any = None,
         ) -> dict[str, Any]:
             return evaluate_files(
                 m, vocab, folder, args.limit, lowers, opts, args.greedy, prop, args.int8, args.runtime,
-                args.bootstrap, lines, table, args.progress, desc,
+                args.bootstrap, lines, table, args.progress, desc, rerank,
             )  # fmt: skip
 
         try:  # made before the decode, so a folder that cannot be made fails at once, not after it
@@ -293,7 +294,9 @@ def main(argv: list[str] | None = None) -> int:
         except OSError as e:
             raise ValueError(f"--out {out}: cannot make the folder for eval.json and eval.md ({e})") from e
         asked: list[tuple[str, str]] = []
-        result = run(model, proposer, pairing, options, asked)
+        # the bundle's reranker, as the site decodes (the compared searches and models go without)
+        reranker = None if args.greedy else bundle_reranker_at(model_path)
+        result = run(model, proposer, pairing, options, asked, rerank=reranker)
         refs = [ref for ref, _ in asked]
         asked_stats = line_stats(refs, [hyp for _, hyp in asked]) if others and args.bootstrap > 1 else {}
         for label, other, other_proposer, other_pairing, other_options in others:

@@ -268,3 +268,24 @@ def test_make_train_s_step_makes_the_reranker_of_an_exported_bundle(
     assert table[0]["weight"] == 0.0 and any("the rule's weight" in x for x in lines)
     # a step run again goes on from its files: nothing decoded twice
     assert write_nbest(served_decoder(load_bundle(bundle)), [], tmp_path / "work" / "train_nbest.jsonl") == 0
+
+
+def test_a_blind_sheets_bundle_system_gives_the_sites_reranked_top_line(
+    tmp_path: Path, vocab: Vocab, pairs: list[tuple[str, str]], graph_cache: Path
+) -> None:
+    from duilian.service import Engine, build_decoder
+    from model.decoding.options import SERVE_INT8, SERVE_RUNTIME
+    from model.release.blind import Line, decoded
+
+    bundle = export_bundle(tmp_path / "bundle", small_model(vocab), vocab, train_pairs=pairs)
+    add_small_scorer(bundle, tmp_path)
+    add_scorer(bundle, tmp_path / "scorer.pt", record={"weight": 100.0})  # a weight that reorders
+    uppers = [u for u, _ in pairs[:6]]
+    engine = Engine(SERVE_INT8, SERVE_RUNTIME, graph_cache)
+    site = build_decoder(load_bundle(bundle, models=False), engine, None)
+    # in one batch, as the sheet decodes (int8's activation scales are the batch's)
+    want = [a.candidates[0].text for a in site.generate_batch(uppers)]
+    plain = site.generate_batch(uppers, DecodeOptions(rerank_weight=0.0))
+    unranked = [a.candidates[0].text for a in plain]
+    assert want != unranked  # the reranker changes some top lines, and the sheet has the site's
+    assert decoded(bundle, [Line(u, "", "general") for u in uppers]) == want
