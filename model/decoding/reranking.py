@@ -8,7 +8,8 @@ The scorer runs as one ONNX graph in fp32 on one thread (``SCORER_GRAPHS``), cac
 models' graphs (model/decoding/onnx_graphs.py), so a process whose graph is cached needs no
 PyTorch. It reads the lines as the answer gives them (the marks the search put back included),
 as its training read them; the candidates of one answer have one length, so a call is one
-batch without padding. Judged blind before it shipped: docs/EXPERIMENTS.md §44-45.
+batch without padding (model/decoding/onnx_export.py's ``_Scorer``). Judged blind before it
+shipped: docs/EXPERIMENTS.md §44-45.
 
 Shapes: K candidates, S places.
 """
@@ -22,7 +23,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from data.vocab import PAD_ID, Vocab
+from data.vocab import Vocab
 from model.decoding.answer import FORWARD, Answer
 from model.decoding.onnx_graphs import Graph, GraphCache, built
 from model.net.config import ModelConfig
@@ -81,21 +82,20 @@ class Reranker:
 
     def scores(self, upper: str, lowers: Sequence[str]) -> np.ndarray:
         """The scorer's opinion of (upper, lower) for each of ``lowers``: (K,) float32, higher
-        reads more like a human couplet. Lines it cannot read (no place in common) get -inf."""
-        if not lowers:
-            return np.zeros(0, np.float32)
-        ids = [pair_ids(self.vocab, upper, lower, self.cfg.max_len) for lower in lowers]
-        width = max(len(u) for u, _ in ids)
+        reads more like a human couplet. Lines it cannot read (no place in common) get -inf. The
+        graph takes rows of one length (the candidates of an answer have one): lines of another
+        length are scored in a call of their own."""
         out = np.full(len(lowers), -np.inf, np.float32)
-        if width == 0:
-            return out
-        u = np.full((len(ids), width), PAD_ID, np.int64)
-        low = np.full((len(ids), width), PAD_ID, np.int64)
-        for k, (a, b) in enumerate(ids):
-            u[k, : len(a)], low[k, : len(b)] = a, b
-        readable = u[:, 0] != PAD_ID
-        (scores,) = self.graph.arrays(u[readable], low[readable])
-        out[readable] = scores
+        by_length: dict[int, list[int]] = {}
+        ids = [pair_ids(self.vocab, upper, lower, self.cfg.max_len) for lower in lowers]
+        for k, (first, _) in enumerate(ids):
+            if first:
+                by_length.setdefault(len(first), []).append(k)
+        for rows in by_length.values():
+            uppers = np.array([ids[k][0] for k in rows], np.int64)
+            lowers_ = np.array([ids[k][1] for k in rows], np.int64)
+            (scores,) = self.graph.arrays(uppers, lowers_)
+            out[rows] = scores
         return out
 
     def rerank(self, answer: Answer, weight: float | None = None) -> Answer:

@@ -128,6 +128,10 @@ def test_the_onnx_graph_scores_as_pytorch_does_and_is_read_from_the_cache(
     cached = Reranker.cached(scorer.cfg, "k1", tmp_path, vocab)
     assert cached is not None and np.array_equal(cached.scores("春风得意马蹄疾", lowers), got)
     assert Reranker.cached(scorer.cfg, "another", tmp_path, vocab) is None
+    mixed = reranker.scores("春风得意马蹄疾", ["秋月扬辉桂影香", "夏雨"])  # lines of two lengths: two calls
+    with torch.no_grad():
+        short = scorer(torch.tensor([vocab.encode("春风")]), torch.tensor([vocab.encode("夏雨")])).numpy()
+    assert np.allclose(mixed, [got[0], short[0]], atol=1e-5)
     assert reranker.scores("春风", []).shape == (0,)
     assert np.isneginf(reranker.scores("", ["春风"])).all()  # no place in common: unreadable
 
