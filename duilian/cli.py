@@ -31,6 +31,7 @@ from data.text import REGISTERS
 from duilian import check_cli, compose_cli
 from duilian.inputs import FORWARD, MAX_ASKED, MAX_CHARS, REVERSE, TONE_MODES, InputError, Query, make_query
 from duilian.loading import EXIT_FAILED, EXIT_INPUT, Problem, load
+from model.decoding import onnx_graphs
 
 if TYPE_CHECKING:
     from duilian.service import LoadedModel
@@ -363,7 +364,7 @@ def show_progress() -> None:
     they are: the command's own lines, none of the libraries'."""
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("duilian: %(message)s"))
-    progress = logging.getLogger("model.decoding.onnx_engine")
+    progress = logging.getLogger(onnx_graphs.__name__)  # the module that exports and says so
     progress.addHandler(handler)
     progress.setLevel(logging.INFO)
     progress.propagate = False  # a library may have given the root logger a handler

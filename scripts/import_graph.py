@@ -54,7 +54,7 @@ TORCH_FREE = {
     "model.release.bundle": "reads a bundle's other files; its models on first use",
     "model.decoding.decoder": "runs ONNX engines; names PyTorch's model classes only for type checking",
     "model.decoding.engines": "runs ONNX engines; wraps or copies a PyTorch model when given one",
-    "model.decoding.onnx_engine": "runs cached graphs; exports (onnx_export) only on a miss",
+    "model.decoding.onnx_engine": "runs cached graphs (onnx_graphs); exports (onnx_export) only on a miss",
     "model.decoding.reranking": "runs the scorer's cached graph; exports (onnx_export) only on a miss",
 }
 
