@@ -47,6 +47,7 @@ TORCH_MODULES = {
     "model.decoding.quantize",
     "model.decoding.torch_engine",
     "model.decoding.onnx_export",
+    "model.decoding.onnx_templates",
     "model.release.scorer",
 }
 TORCH_FREE = {

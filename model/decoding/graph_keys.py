@@ -19,6 +19,7 @@ _TRACED_SOURCES = (
     _HERE / "onnx_graphs.py",
     _HERE / "reranking.py",
     _HERE / "onnx_export.py",
+    _HERE / "onnx_templates.py",
     _HERE / "graph_keys.py",
     _HERE.parent / "net" / "transformer.py",
     _HERE.parent / "net" / "tagger.py",

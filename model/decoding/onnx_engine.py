@@ -138,7 +138,7 @@ class OnnxTransformer(_CachedEngine):
 
         cache = GraphCache(cache_dir, key or model_key(model)) if cache_dir is not None else None
         specs = transformer_specs(model)
-        exports = {name: exporter(specs[name]) for name in TRANSFORMER_GRAPHS}
+        exports = {name: exporter(specs[name], cache_dir) for name in TRANSFORMER_GRAPHS}
         self._init(
             model.cfg, built(exports, int8, threads, cache, "reverse" if model.cfg.reverse else "main")
         )
@@ -248,7 +248,7 @@ class OnnxTagger(LatticeSteps, _CachedEngine):
         from model.decoding.onnx_export import exporter, model_key, tagger_specs
 
         cache = GraphCache(cache_dir, key or model_key(model)) if cache_dir is not None else None
-        exports = {name: exporter(spec) for name, spec in tagger_specs(model).items()}
+        exports = {name: exporter(spec, cache_dir) for name, spec in tagger_specs(model).items()}
         self._init(model.cfg, built(exports, int8, threads, cache, "proposer"))
 
     def _init(self, cfg: ModelConfig, graphs: dict[str, Graph]) -> None:

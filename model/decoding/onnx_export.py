@@ -1,10 +1,11 @@
 """The export of the models' inference graphs to ONNX, for model/decoding/onnx_engine.py.
 
 The graphs are exported from the PyTorch modules with the ``torch.export``-based exporter
-(several seconds a model; ``onnx_engine.GraphCache`` keeps them between runs). The export
-traces one path through the Python code, so the traced functions branch on nothing but fixed
-settings. Only this module imports PyTorch: a process whose graphs are all cached runs the
-engine without it.
+(several seconds a model's shape, traced once and finished with each model's weights:
+model/decoding/onnx_templates.py; ``onnx_engine.GraphCache`` keeps the graphs between runs). The
+export traces one path through the Python code, so the traced functions branch on nothing but
+fixed settings. Only this module and the templates' import PyTorch: a process whose graphs are all
+cached runs the engine without it.
 
 Shapes: N requests, B beam rows, S source length, P decoded positions, L decoder layers,
 H heads, dh head width, d model width, V vocabulary, M listed columns.
@@ -14,20 +15,19 @@ from __future__ import annotations
 
 import hashlib
 import inspect
-import logging
-import warnings
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, cast
 
 import torch
 from torch import Tensor, nn
 
-from model.decoding.graph_keys import OPSET, traced_digest
+from model.decoding import onnx_templates
+from model.decoding.graph_keys import traced_digest
+from model.decoding.onnx_templates import Axes
 from model.net.scorer import PairScorer
 from model.net.tagger import CoupletTagger
 from model.net.transformer import CoupletTransformer, EncoderLayer
-
-Axes = dict[str, dict[int, str]]  # input name -> {dimension: its name}
 
 
 def _dynamic_shapes(module: nn.Module, inputs: list[str], axes: Axes) -> tuple[Any, ...]:
@@ -45,44 +45,21 @@ def _dynamic_shapes(module: nn.Module, inputs: list[str], axes: Axes) -> tuple[A
 
 
 def _export(
-    module: nn.Module, args: tuple[Tensor, ...], inputs: list[str], outputs: list[str], axes: Axes
+    module: nn.Module,
+    args: tuple[Tensor, ...],
+    inputs: list[str],
+    outputs: list[str],
+    axes: Axes,
+    templates: Path | None = None,
 ) -> bytes:
     """The ONNX graph of ``module(*args)`` with the named inputs and outputs, the dimensions
-    ``axes`` names dynamic. ``torch.export`` traces the module (non-strict: the Python runs as
-    it is, its tensor operations recorded; so every dynamic dimension of ``args`` must be at
-    least 2, since a size of 0 or 1 would be taken for a constant), then the ``torch.export``-based
-    ONNX exporter translates the program, its optimiser folding constants and removing dead
-    nodes."""
+    ``axes`` names dynamic: traced once for the module's shape and finished with its weights
+    (model/decoding/onnx_templates.py; ``templates``: the folder that keeps the traced programs)."""
     # one tensor object given for two inputs is taken for one input aliased twice (the graph
     # would read the first layer's cache for every layer): every input its own copy
     args = tuple(a.clone() for a in args)
-    # torch.onnx logs a warning per torchvision operator it lacks; onnxscript's optimiser and
-    # onnx_ir about 100 INFO lines a graph, which a server's root logger would print
-    quiet = {name: logging.getLogger(name) for name in ("torch.onnx", "onnxscript", "onnx_ir")}
-    levels = {name: logger.level for name, logger in quiet.items()}
-    for logger in quiet.values():
-        logger.setLevel(logging.ERROR)
-    try:
-        with warnings.catch_warnings(), torch.no_grad():
-            warnings.simplefilter("ignore")  # notes on the opset it converts to, and on torch.export
-            exported = torch.export.export(
-                module.eval(), args, dynamic_shapes=_dynamic_shapes(module, inputs, axes), strict=False
-            )
-            program = torch.onnx.export(
-                exported,
-                input_names=inputs,
-                output_names=outputs,
-                opset_version=OPSET,
-                dynamo=True,
-                external_data=False,
-                verbose=False,
-            )
-    finally:
-        for name, logger in quiet.items():
-            logger.setLevel(levels[name])
-    if program is None:  # only the TorchScript exporter, writing to a file, returns None
-        raise RuntimeError("the ONNX exporter gave no program")
-    return cast(bytes, program.model_proto.SerializeToString())
+    dynamic = _dynamic_shapes(module, inputs, axes)
+    return onnx_templates.graph_of(module, args, inputs, outputs, axes, dynamic, templates)
 
 
 def model_key(model: nn.Module) -> str:
@@ -285,10 +262,11 @@ class _ScoredStep(_Step):
 GraphSpec = tuple[nn.Module, tuple[Tensor, ...], list[str], list[str], "Axes"]
 
 
-def exporter(spec: Callable[[], GraphSpec]) -> Callable[[], bytes]:
+def exporter(spec: Callable[[], GraphSpec], templates: Path | None = None) -> Callable[[], bytes]:
     """The export of a graph whose module, example arguments, input and output names and
-    dynamic axes ``spec`` gives (built only when the graph is exported)."""
-    return lambda: _export(*spec())
+    dynamic axes ``spec`` gives (built only when the graph is exported); ``templates``: the folder
+    that keeps the traced programs (the graph cache's)."""
+    return lambda: _export(*spec(), templates=templates)
 
 
 def transformer_specs(model: CoupletTransformer) -> dict[str, Callable[[], GraphSpec]]:

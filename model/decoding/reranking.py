@@ -75,7 +75,9 @@ class Reranker:
         the scorer when None), else exported (and cached)."""
         from model.decoding.onnx_export import exporter, model_key, scorer_specs
 
-        exports: dict[str, Callable[[], bytes]] = {n: exporter(s) for n, s in scorer_specs(scorer).items()}
+        exports: dict[str, Callable[[], bytes]] = {
+            n: exporter(s, cache_dir) for n, s in scorer_specs(scorer).items()
+        }
         cache = None if cache_dir is None else GraphCache(cache_dir, key or model_key(scorer))
         graphs = built(exports, False, threads, cache, "reranker")
         return cls(graphs[SCORER_GRAPHS[0]], scorer.cfg, vocab, weight)

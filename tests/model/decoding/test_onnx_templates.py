@@ -1,0 +1,153 @@
+"""A graph is traced once a model's shape (its template) and finished with each model's weights:
+the graph of a second model of the same shape is made without tracing, byte for byte the graph
+its own trace gives; a template whose trace took a value from the other model's weights is
+caught by its outputs and traced again."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+import torch
+from torch import Tensor, nn
+
+from data.vocab import Vocab
+from model.decoding import onnx_templates
+from model.decoding.onnx_export import exporter, tagger_specs, transformer_specs
+from model.net.checkpoint import build_model
+from model.net.tagger import CoupletTagger
+from model.net.transformer import CoupletTransformer, ModelConfig
+from tests.model.decoding.fixtures import decode_vocab
+
+SHAPE: dict[str, Any] = {"d_model": 32, "n_heads": 2, "n_enc_layers": 1, "n_dec_layers": 2, "d_ff": 64}
+
+
+@pytest.fixture(scope="module")
+def vocab(tmp_path_factory: pytest.TempPathFactory, pairs: list[tuple[str, str]]) -> Vocab:
+    return decode_vocab(tmp_path_factory.mktemp("template_vocab"), pairs)
+
+
+@pytest.fixture
+def traces(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The modules traced in the test (their class names), this process's templates forgotten
+    first: the real tracing, counted."""
+    monkeypatch.setattr(onnx_templates, "_KEPT", {})
+    seen: list[str] = []
+    real = onnx_templates.traced
+
+    def counted(module: nn.Module, *args: Any) -> bytes:
+        seen.append(type(module).__name__)
+        return real(module, *args)
+
+    monkeypatch.setattr(onnx_templates, "traced", counted)
+    return seen
+
+
+def model(vocab: Vocab, seed: int) -> CoupletTransformer:
+    torch.manual_seed(seed)
+    m = build_model(ModelConfig(vocab_size=len(vocab), **SHAPE))
+    assert isinstance(m, CoupletTransformer)
+    return m.eval()
+
+
+def graphs(
+    m: CoupletTransformer, folder: Path, names: tuple[str, ...] = ("encode", "step")
+) -> dict[str, bytes]:
+    specs = transformer_specs(m)
+    return {name: exporter(specs[name], folder)() for name in names}
+
+
+def run(graph: bytes, feed: dict[str, np.ndarray]) -> list[np.ndarray]:
+    return list(ort.InferenceSession(graph, providers=["CPUExecutionProvider"]).run(None, feed))
+
+
+@pytest.mark.slow
+def test_a_second_model_of_a_shape_is_not_traced_and_gets_the_graph_its_own_trace_gives(
+    vocab: Vocab, tmp_path: Path, traces: list[str]
+) -> None:
+    first, second = model(vocab, 11), model(vocab, 12)
+    graphs(first, tmp_path / "shared")
+    assert len(traces) == 2
+    assert len(list((tmp_path / "shared").glob("template-*.onnx"))) == 2
+    from_template = graphs(second, tmp_path / "shared")
+    assert len(traces) == 2  # finished from the first model's templates
+    onnx_templates._KEPT.clear()
+    own = graphs(second, tmp_path / "alone")
+    assert len(traces) == 4
+    assert from_template == own
+    src = np.array([vocab.encode("春风得意")], dtype=np.int64)
+    (memory,) = run(from_template["encode"], {"src": src})
+    with torch.no_grad():
+        want = second.encode(torch.from_numpy(src)).numpy()
+        other = first.encode(torch.from_numpy(src)).numpy()
+    assert np.allclose(memory, want, atol=1e-5) and not np.allclose(memory, other, atol=1e-3)
+
+
+@pytest.mark.slow
+def test_the_template_is_read_from_the_folder_by_a_process_that_has_none(
+    vocab: Vocab, tmp_path: Path, traces: list[str]
+) -> None:
+    cfg = ModelConfig(vocab_size=len(vocab), kind="tagger", **SHAPE)
+    taggers = []
+    for seed in (3, 4):
+        torch.manual_seed(seed)
+        t = build_model(cfg)
+        assert isinstance(t, CoupletTagger)
+        taggers.append(t.eval())
+    made = exporter(tagger_specs(taggers[0])["tag"], tmp_path)()
+    onnx_templates._KEPT.clear()  # as a new process: only the folder
+    again = exporter(tagger_specs(taggers[1])["tag"], tmp_path)()
+    assert len(traces) == 1
+    assert made != again  # other weights, the same shape
+
+
+class Folded(nn.Module):
+    """A graph whose trace takes a table made from the weights as a constant (a tensor that is
+    neither a parameter nor a buffer): a template traced from another module holds its table."""
+
+    def __init__(self, seed: int) -> None:
+        super().__init__()
+        torch.manual_seed(seed)
+        self.lin = nn.Linear(4, 3)
+        self.table = self.lin.weight.detach().sum(0) * 2  # not in the state: baked into the trace
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.lin(x * self.table)
+
+
+def folded_graph(module: Folded, folder: Path) -> Callable[[], bytes]:
+    x = torch.ones(2, 4)
+    return exporter(lambda: (module, (x,), ["x"], ["y"], {"x": {0: "N"}}), folder)
+
+
+@pytest.mark.slow
+def test_a_template_that_took_a_value_from_other_weights_is_traced_again(
+    tmp_path: Path, traces: list[str], caplog: pytest.LogCaptureFixture
+) -> None:
+    one, two = Folded(1), Folded(2)
+    folded_graph(one, tmp_path)()
+    with caplog.at_level(logging.WARNING, logger=onnx_templates.__name__):
+        graph = folded_graph(two, tmp_path)()
+    assert len(traces) == 2
+    assert "traced again" in caplog.text
+    x = np.random.default_rng(0).normal(size=(3, 4)).astype(np.float32)
+    (y,) = run(graph, {"x": x})
+    with torch.no_grad():
+        assert np.allclose(y, two(torch.from_numpy(x)).numpy(), atol=1e-5)
+
+
+def test_a_folder_that_cannot_be_written_only_is_not_used(tmp_path: Path, traces: list[str]) -> None:
+    blocked = tmp_path / "a file"
+    blocked.write_text("not a folder")
+    lin = nn.Linear(3, 2).eval()
+    graph = exporter(lambda: (lin, (torch.ones(2, 3),), ["x"], ["y"], {"x": {0: "N"}}), blocked / "cache")()
+    x = np.ones((5, 3), dtype=np.float32)
+    (y,) = run(graph, {"x": x})
+    with torch.no_grad():
+        assert np.allclose(y, lin(torch.from_numpy(x)).numpy(), atol=1e-6)
+    assert traces == ["Linear"]
