@@ -1,7 +1,8 @@
-"""Files written whole or not at all."""
+"""Files written whole or not at all, and the lock a writer holds while it makes one."""
 
 from __future__ import annotations
 
+import fcntl
 import os
 import tempfile
 from collections.abc import Iterator
@@ -34,3 +35,22 @@ def atomic_file(path: str | os.PathLike[str], mode: str = "wb", **open_args: Any
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+@contextmanager
+def held_lock(path: Path) -> Iterator[None]:
+    """``path`` (a lock file, made where missing) held exclusively (``flock``) for the block: a
+    process that wants the same lock meanwhile waits. Where the file cannot be made (a folder
+    that cannot be written), the block runs without it."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        lock = open(path, "a")  # noqa: SIM115 (held across the yield)
+    except OSError:
+        yield
+        return
+    with lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)

@@ -7,7 +7,6 @@ model/decoding/onnx_export.py's, the only part that needs PyTorch.
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import logging
 import tempfile
@@ -20,7 +19,7 @@ from typing import Any, cast
 
 import numpy as np
 
-from data.files import atomic_file
+from data.files import atomic_file, held_lock
 from model.decoding.graph_keys import OPSET
 
 log = logging.getLogger(__name__)
@@ -97,17 +96,8 @@ class GraphCache:
         """Held while this process exports the entry: a process that wants it meanwhile (a decode
         worker started beside this one, another test worker) waits, then reads what this one
         wrote instead of exporting it too. A lock file that cannot be made is done without."""
-        try:
-            lock = open(self.path(name, int8).with_suffix(".lock"), "a")  # noqa: SIM115 (held across the yield)
-        except OSError:
+        with held_lock(self.path(name, int8).with_suffix(".lock")):
             yield
-            return
-        with lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
-            try:
-                yield
-            finally:
-                fcntl.flock(lock, fcntl.LOCK_UN)
 
     def write(self, name: str, int8: bool, graph: bytes) -> None:
         """Publish ``graph`` under its name whole or not at all: written to a file of this process's

@@ -20,7 +20,6 @@ whichever module of its shape was traced: the same operations on the same values
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import logging
 import warnings
@@ -35,7 +34,7 @@ import onnx_ir
 import torch
 from torch import Tensor, nn
 
-from data.files import atomic_file
+from data.files import atomic_file, held_lock
 from model.decoding.graph_keys import OPSET, traced_digest
 
 log = logging.getLogger(__name__)
@@ -195,19 +194,9 @@ def _keep(key: str, template: bytes, path: Path | None) -> None:
 @contextmanager
 def _locked(path: Path | None) -> Iterator[None]:
     """Held while a template is read or traced: another process tracing the same shape waits and
-    reads it. Without a folder, or where no lock file can be made, it is done without."""
-    try:
-        if path is not None:
-            path.parent.mkdir(parents=True, exist_ok=True)
-        lock = open(path.with_suffix(".lock"), "a") if path is not None else None  # noqa: SIM115
-    except OSError:
-        lock = None
-    if lock is None:
+    reads it. Without a folder it is done without."""
+    if path is None:
         yield
         return
-    with lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
+    with held_lock(path.with_suffix(".lock")):
+        yield

@@ -1,4 +1,5 @@
-"""Files written whole or not at all (data/files.py), by real writer processes killed midway."""
+"""Files written whole or not at all (data/files.py), by real writer processes killed midway; the
+lock a writer holds, held by a real process."""
 
 from __future__ import annotations
 
@@ -6,11 +7,12 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
-from data.files import atomic_file
+from data.files import atomic_file, held_lock
 
 WRITER = """
 import sys, time
@@ -60,3 +62,37 @@ def test_a_writer_killed_midway_leaves_the_old_file(tmp_path: Path) -> None:
 def test_only_whole_file_modes() -> None:
     with pytest.raises(ValueError, match="mode"), atomic_file("x", "a"):
         pass
+
+
+HOLDER = """
+import sys, time
+from pathlib import Path
+from data.files import held_lock
+with held_lock(Path(sys.argv[1])):
+    print("held", flush=True)
+    time.sleep(1.0)
+print("let go", flush=True)
+"""
+
+
+def test_a_held_lock_keeps_another_process_waiting_until_it_is_let_go(tmp_path: Path) -> None:
+    lock = tmp_path / "not yet" / "graph.lock"  # its folder made on the way
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, str(lock)], stdout=subprocess.PIPE, text=True, cwd=Path.cwd()
+    )
+    assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+    asked = time.monotonic()
+    with held_lock(lock):
+        waited = time.monotonic() - asked
+        assert holder.stdout.readline().strip() == "let go"  # it had let go before this block ran
+    holder.wait(timeout=30)
+    assert waited > 0.3
+
+
+def test_a_lock_that_cannot_be_made_is_done_without(tmp_path: Path) -> None:
+    blocked = tmp_path / "a file"
+    blocked.write_text("not a folder")
+    ran = []
+    with held_lock(blocked / "graph.lock"):
+        ran.append(True)
+    assert ran == [True]
