@@ -151,3 +151,26 @@ def test_a_folder_that_cannot_be_written_only_is_not_used(tmp_path: Path, traces
     with torch.no_grad():
         assert np.allclose(y, lin(torch.from_numpy(x)).numpy(), atol=1e-6)
     assert traces == ["Linear"]
+
+
+def test_a_setting_kept_outside_any_repr_makes_another_shape(vocab: Vocab) -> None:
+    """Two encoders that differ only in their head count (kept as plain attributes, in no
+    ``repr`` and no parameter's shape) are two shapes, not one."""
+    keys = set()
+    for heads in (2, 4):
+        torch.manual_seed(1)
+        m = build_model(ModelConfig(vocab_size=len(vocab), **{**SHAPE, "n_heads": heads}))
+        assert isinstance(m, CoupletTransformer)
+        keys.add(onnx_templates.template_key(*transformer_specs(m.eval())["encode"]()))
+    assert len(keys) == 2
+
+
+def test_a_damaged_template_is_traced_again(tmp_path: Path, traces: list[str]) -> None:
+    lin = nn.Linear(3, 2).eval()
+    made = exporter(lambda: (lin, (torch.ones(2, 3),), ["x"], ["y"], {"x": {0: "N"}}), tmp_path)
+    first = made()
+    (template,) = tmp_path.glob("template-*.onnx")
+    template.write_bytes(b"not a graph")
+    onnx_templates._KEPT.clear()
+    assert made() == first
+    assert traces == ["Linear", "Linear"]
