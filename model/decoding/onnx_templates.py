@@ -12,9 +12,10 @@ parameters and buffers. So a graph is made in two parts:
 - the *finish*: this module's weights put into the template, then the optimiser (constant folding,
   fusions), as the exporter itself runs it after tracing (``finished``).
 
-A template traced from another module is checked before its graph is given: run on the example
-arguments, the graph must give what the module gives (a value the trace had read from the other
-module's weights would differ), or this module is traced afresh. The graph of a model is the same
+A template traced from another module is checked before its graph is given: run on arguments of
+the example shapes (floats drawn at random), the graph must give what the module gives (a value
+the trace had read from the other module's weights would differ), or this module is traced
+afresh; so is a template file that cannot be read as a graph. The graph of a model is the same
 whichever module of its shape was traced: the same operations on the same values.
 """
 
