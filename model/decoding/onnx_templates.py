@@ -43,11 +43,8 @@ log = logging.getLogger(__name__)
 Axes = dict[str, dict[int, str]]  # input name -> {dimension: its name}
 _KEPT: dict[str, bytes] = {}  # this process's templates, by key (small ones: ``_KEEP_BYTES``)
 _KEEP_BYTES = 16 << 20
-_LOGGERS = (
-    "torch.onnx",
-    "onnxscript",
-    "onnx_ir",
-)  # about 100 INFO lines a graph, a warning per missing operator
+# the exporter's loggers: about 100 INFO lines a graph, a warning per operator it lacks
+_LOGGERS = ("torch.onnx", "onnxscript", "onnx_ir")
 
 
 def template_key(
