@@ -21,6 +21,7 @@ whichever module of its shape was traced: the same operations on the same values
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import logging
 import warnings
@@ -51,10 +52,10 @@ def template_key(
     module: nn.Module, args: tuple[Tensor, ...], inputs: list[str], outputs: list[str], axes: Axes
 ) -> str:
     """What a traced program depends on but the weights: the module's code and structure (its
-    classes, their settings as ``repr`` gives them, each ``cfg``, and every submodule's plain
-    settings: a head count kept as ``self.h`` is in no ``repr``), the names, shapes and kinds of
-    its state and which names share a tensor, the example arguments' shapes and kinds, the inputs,
-    outputs and dynamic axes, the exporter's versions and the opset."""
+    classes, their settings as ``repr`` gives them, each ``cfg`` less its ``UNTRACED`` fields, and
+    every submodule's plain settings: a head count kept as ``self.h`` is in no ``repr``), the
+    names, shapes and kinds of its state and which names share a tensor, the example arguments'
+    shapes and kinds, the inputs, outputs and dynamic axes, the exporter's versions and the opset."""
     h = hashlib.blake2b(digest_size=16)
     h.update(f"{traced_digest()};{OPSET};{type(module).__qualname__};{module!r};".encode())
     for name, sub in module.named_modules(remove_duplicate=False):
@@ -65,7 +66,7 @@ def template_key(
         )
         h.update(f"{name}:{type(sub).__qualname__}:{plain};".encode())
         if (cfg := getattr(sub, "cfg", None)) is not None:
-            h.update(repr(cfg).encode())
+            h.update(_settings(cfg).encode())
     first: dict[tuple[int, int], str] = {}
     for name, tensor in _state(module):
         shared = first.setdefault((tensor.data_ptr(), tensor.numel()), name)
@@ -74,6 +75,15 @@ def template_key(
         h.update(f"{a.dtype}:{tuple(a.shape)};".encode())
     h.update(f"{inputs};{outputs};{sorted((k, sorted(v.items())) for k, v in axes.items())}".encode())
     return h.hexdigest()
+
+
+def _settings(cfg: object) -> str:
+    """``cfg``'s ``repr``, less the fields it names as read by no computation (``UNTRACED``)."""
+    untraced = getattr(cfg, "UNTRACED", ())
+    if not untraced or not dataclasses.is_dataclass(cfg):
+        return repr(cfg)
+    kept = {f.name: getattr(cfg, f.name) for f in dataclasses.fields(cfg) if f.name not in untraced}
+    return f"{type(cfg).__qualname__}{kept!r}"
 
 
 def _state(module: nn.Module) -> Iterator[tuple[str, Tensor]]:

@@ -4,7 +4,7 @@ bundle's reader need it where no model is built (model/net/transformer.py builds
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, fields, replace
-from typing import Any
+from typing import Any, ClassVar
 
 from data.text import DIRECTIONS, REGISTERS
 
@@ -28,6 +28,9 @@ class ModelConfig:
     # registers the model can be asked to write in (data.text.REGISTERS, by index): a learned
     # vector per register added to every source position; 0: none (the model of every register)
     n_registers: int = 0
+    # fields no computation of the net reads: models that differ only in them are one shape to the
+    # ONNX tracer (model/decoding/onnx_templates.py), so a reverse model takes the forward's templates
+    UNTRACED: ClassVar[tuple[str, ...]] = ("direction",)
 
     def __post_init__(self) -> None:
         check_field_types(self)

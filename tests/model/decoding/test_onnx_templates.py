@@ -22,7 +22,7 @@ from model.decoding.onnx_export import exporter, tagger_specs, transformer_specs
 from model.net.checkpoint import build_model
 from model.net.tagger import CoupletTagger
 from model.net.transformer import CoupletTransformer, ModelConfig
-from tests.model.decoding.fixtures import decode_vocab
+from tests.model.decoding.fixtures import decode_vocab, reverse_of
 
 SHAPE: dict[str, Any] = {"d_model": 32, "n_heads": 2, "n_enc_layers": 1, "n_dec_layers": 2, "d_ff": 64}
 
@@ -174,3 +174,24 @@ def test_a_damaged_template_is_traced_again(tmp_path: Path, traces: list[str]) -
     onnx_templates._KEPT.clear()
     assert made() == first
     assert traces == ["Linear", "Linear"]
+
+
+def test_a_reverse_model_takes_the_forward_models_templates(
+    vocab: Vocab, tmp_path: Path, traces: list[str]
+) -> None:
+    """The direction is read by no computation of the net (``ModelConfig.UNTRACED``): a reverse
+    model of the forward model's shape is finished from its templates, with its own weights."""
+    forward = model(vocab, 11)
+    backward = reverse_of(forward, seed=7, scale=0.2)
+    graphs(forward, tmp_path, ("prepare",))  # a graph whose module holds the model's ``cfg``
+    assert traces == ["_Prepare"]
+    made = graphs(backward, tmp_path, ("prepare",))
+    assert traces == ["_Prepare"]
+    module, args, inputs, _, _ = transformer_specs(backward)["prepare"]()
+    feed = {n: torch.randn(a.shape).numpy() for n, a in zip(inputs, args, strict=True)}
+    got = run(made["prepare"], feed)
+    with torch.no_grad():
+        want = module(*(torch.from_numpy(feed[n]) for n in inputs))
+        other = transformer_specs(forward)["prepare"]()[0](*(torch.from_numpy(feed[n]) for n in inputs))
+    assert all(np.allclose(g, w.numpy(), atol=1e-5) for g, w in zip(got, want, strict=True))
+    assert not all(np.allclose(g, o.numpy(), atol=1e-3) for g, o in zip(got, other, strict=True))
