@@ -24,8 +24,11 @@ FORMAL_SOURCE = "yinglian_classic"
 FORMAL_FILE = "yinglian_classic.tsv"
 
 
-# Everything ``data.text.is_han`` says no to (a test holds the two together).
-_NOT_HAN = re.compile("[^\u3007\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U000323af]")
+# Everything ``data.text.is_han`` says no to (a test holds the two together); and the same but
+# for the tab and the newline, to strip a whole file at once (``han_rows``).
+_HAN = "\u3007\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U000323af"
+_NOT_HAN = re.compile(f"[^{_HAN}]")
+_NOT_HAN_NOR_ROW = re.compile(f"[^\t\n{_HAN}]")
 
 
 def han_only(line: str) -> str:
@@ -45,6 +48,20 @@ def read_pairs(path: Path) -> list[Pair]:
     with opener(path, "rt", encoding="utf-8", newline="\n") as fh:
         fields = (line.rstrip("\r\n").split("\t") for line in fh)
         return [(f[0], f[1]) for f in fields if len(f) == 2]
+
+
+def han_rows(path: Path) -> set[str]:
+    """The rows of a plain or gzip ``upper<TAB>lower`` file with Han characters only (tabs and
+    newlines kept): the whole text stripped in one pass and split in C, no Python a line, since
+    the other files hold millions of pairs and only the formal pairs are looked up in them."""
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rt", encoding="utf-8", newline="\n") as fh:
+        return set(_NOT_HAN_NOR_ROW.sub("", fh.read()).split("\n"))
+
+
+def rows_of(pairs: Iterable[Pair]) -> set[str]:
+    """``han_rows`` of pairs in memory."""
+    return {f"{han_only(upper)}\t{han_only(lower)}" for upper, lower in pairs}
 
 
 def _in_test_half(key: tuple[str, str]) -> bool:
@@ -69,19 +86,19 @@ class FormalSplit:
         return pairs if not self.held_lines else [p for p in pairs if self.keeps(p)]
 
 
-def carve_formal(formal: list[Pair], others: Iterable[Iterable[Pair]], min_chars: int = 4) -> FormalSplit:
-    """Split the formal pairs that stand in none of ``others`` into valid and test halves.
+def carve_formal(formal: list[Pair], others: set[str], min_chars: int = 4) -> FormalSplit:
+    """Split the formal pairs that stand in none of ``others`` (the other files' rows, Han
+    characters only: ``han_rows``, ``rows_of``), either way round, into valid and test halves.
 
     ``formal`` in file order (normalised as training pairs are); duplicates by key are
     kept once, the first. Pairs with fewer than ``min_chars`` Han characters a line are left
     out (too short to judge)."""
     seen: set[tuple[str, str]] = set()
-    for pairs in others:
-        seen.update(pair_key(u, lo) for u, lo in pairs)
     split = FormalSplit()
     for upper, lower in formal:
         key = pair_key(upper, lower)
-        if key in seen or min(len(key[0]), len(key[1])) < min_chars:
+        elsewhere = f"{key[0]}\t{key[1]}" in others or f"{key[1]}\t{key[0]}" in others
+        if elsewhere or key in seen or min(len(key[0]), len(key[1])) < min_chars:
             continue
         seen.add(key)
         (split.test if _in_test_half(key) else split.valid).append((upper, lower))

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import cast
 
 from data.config import DataConfig
-from data.formal import FormalSplit, carve_formal, read_pairs
+from data.formal import FormalSplit, carve_formal, han_rows, read_pairs
 from data.normalize import Normalizer
 from data.sensitive import SensitiveFilter, read_words
 from data.sources import Pair, Source, read_source, read_wb14123, source_present
@@ -115,7 +115,7 @@ def formal_split(config: DataConfig, report: dict) -> FormalSplit:
     norm = Normalizer(t2s=config.t2s)
     formal = normalise(read_pairs(path), norm)
     others = [p for p in (config.corpus_dir / name for name in config.formal_others) if p.is_file()]
-    split = carve_formal(formal, (read_pairs(p) for p in others))
+    split = carve_formal(formal, set().union(*(han_rows(p) for p in others)))
     report["formal"] = {
         "file": str(path),
         "present": True,

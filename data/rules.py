@@ -44,7 +44,12 @@ def repeat_faults(upper: str, lower: str) -> list[int]:
 
 
 def repeats_mirrored(upper: str, lower: str) -> bool:
-    return not repeat_faults(upper, lower)
+    """Whether ``repeat_faults`` finds none: the lines are of one length and each character of
+    one always faces the same character of the other (as many distinct facing pairs as distinct
+    characters on either side), counted with sets, as the data stage asks a million pairs."""
+    return len(upper) == len(lower) and len(set(upper)) == len(set(lower)) == len(
+        set(zip(upper, lower, strict=True))
+    )
 
 
 def reused_positions(upper: str, lower: str) -> list[int]:
@@ -54,7 +59,8 @@ def reused_positions(upper: str, lower: str) -> list[int]:
 
 
 def no_reuse(upper: str, lower: str) -> bool:
-    return not reused_positions(upper, lower)
+    """Whether the lower line holds no Han character of the upper line."""
+    return not any(is_han(ch) for ch in set(upper).intersection(lower))
 
 
 def last_tone(tones: list[Tone], line: str) -> Tone:

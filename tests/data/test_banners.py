@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import itertools
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from data import banners
 from data.banners import BannerConfig, BannerTable, build_banners, clauses
 from data.sensitive import SensitiveFilter
+from data.text import is_han
 
 # Three themes whose characters never meet: spring, study, landscape (our own phrases).
 THEMES = {
@@ -131,3 +135,40 @@ def test_a_screened_table_skips_refused_phrases_and_asks_only_about_those_it_rea
     again = [p for p, _ in screened.rank("红梅报喜", "绿柳迎新", n=3)]
     assert again == ranked and len(set(asked)) == len(asked)  # each verdict asked once
     assert [p for p, _ in table.rank("红梅报喜", "绿柳迎新", n=3)] == first  # the table itself unchanged
+
+
+def test_character_counts_are_the_documents_sets_counted_one_by_one() -> None:
+    """The vectorised counts (``_doc_chars``, ``_co_counts``) against the definition, document by
+    document with Python sets, on seeded random documents: repeats, punctuation, Latin letters,
+    characters past the BMP, empty and one-character documents, rows of many lengths."""
+    rng = np.random.default_rng(7)
+    alphabet = list("春夏秋冬山水风月花鸟天地人和，。！a𠀀〇") + [chr(0x4E00 + i) for i in range(40)]
+    docs = [
+        "",
+        "春",
+        "春春",
+        "，。",
+        *("".join(rng.choice(alphabet, rng.integers(0, 30))) for _ in range(400)),
+    ]
+    chars, x = banners._doc_chars(docs, min_docs=3)
+    sets = [set(d) for d in docs]
+    df = Counter(ch for s in sets for ch in s)
+    assert chars == "".join(sorted(ch for ch, n in df.items() if n >= 3 and is_han(ch)))
+    assert [set(chars[i] for i in x.indices[x.indptr[d] : x.indptr[d + 1]]) for d in range(len(docs))] == [
+        s & set(chars) for s in sets
+    ]
+    co = banners._co_counts(x, len(chars)).reshape(len(chars), len(chars))
+    want = np.zeros_like(co)
+    for s in sets:
+        for a, b in itertools.permutations(sorted(ch for ch in s if ch in chars), 2):
+            want[chars.index(a), chars.index(b)] += 1
+    assert np.array_equal(co, want) and co.sum() > 0
+
+
+def test_phrases_are_counted_line_by_line() -> None:
+    counts = banners.count_phrases(FIXTURE_PAIRS)
+    want: Counter[str] = Counter()
+    for pair in FIXTURE_PAIRS:
+        for line in pair:
+            want.update(c for c in clauses(line) if len(c) == 4)
+    assert counts.most_common() == want.most_common()

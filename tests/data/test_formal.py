@@ -3,13 +3,14 @@ none of their lines reaches training."""
 
 from __future__ import annotations
 
+import gzip
 import random
 from pathlib import Path
 
 import pytest
 
 from data.config import DataConfig
-from data.formal import carve_formal, han_only, pair_key
+from data.formal import carve_formal, han_only, han_rows, pair_key, read_pairs, rows_of
 from data.paths import data_dir
 from data.pipeline import run
 from data.text import is_han
@@ -68,15 +69,41 @@ def test_split_does_not_depend_on_order() -> None:
     pairs = [(f"春{i:03d}山水", f"秋{i:03d}云雨") for i in range(200)]
     pairs = [(u.translate(str.maketrans("0123456789", "零一二三四五六七八九")), lo) for u, lo in pairs]
     pairs = [(u, lo.translate(str.maketrans("0123456789", "甲乙丙丁戊己庚辛壬癸"))) for u, lo in pairs]
-    first = carve_formal(pairs, [])
+    first = carve_formal(pairs, set())
     shuffled = pairs[:]
     random.Random(3).shuffle(shuffled)
-    second = carve_formal(shuffled, [])
+    second = carve_formal(shuffled, set())
     assert set(first.test) == set(second.test) and set(first.valid) == set(second.valid)
     assert 70 <= len(first.test) <= 130  # about half, by a hash of the key
     # a pair in another file, either way round and with other punctuation, is not held out
     other = [(pairs[0][1], pairs[0][0].replace("山", "，山"))]
-    assert pairs[0] not in carve_formal(pairs, [other]).test + carve_formal(pairs, [other]).valid
+    assert (
+        pairs[0] not in carve_formal(pairs, rows_of(other)).test + carve_formal(pairs, rows_of(other)).valid
+    )
+
+
+@pytest.mark.parametrize("name", ["other.tsv", "other.tsv.gz"])
+def test_a_files_rows_read_at_once_are_its_pairs_rows(tmp_path: Path, name: str) -> None:
+    rows = [
+        "春风，入户\t瑞雪、迎门！",
+        "山高水长\t海阔天空\r",  # a Windows line end
+        "no tab here",
+        "一\t二\t三",  # two tabs: not a pair
+        "",
+        "\t",  # two empty lines: a pair of empty keys, as read_pairs reads it
+        "𫛛〇a1\t 秋 月 ",
+        "last line without its newline\t末",
+    ]
+    path = tmp_path / name
+    write = gzip.open if name.endswith(".gz") else open
+    with write(path, "wt", encoding="utf-8", newline="") as fh:
+        fh.write("\n".join(rows))
+    pairs = read_pairs(path)
+    assert len(pairs) == 5
+    assert rows_of(pairs) == {row for row in han_rows(path) if row.count("\t") == 1}
+    formal = [("瑞雪迎门", "春风入户"), ("春风得意马", "秋月生辉人")]  # the first stands in the file
+    held = carve_formal(formal, han_rows(path))
+    assert held.valid + held.test == [formal[1]]
 
 
 def test_keys_ignore_punctuation_and_orientation() -> None:

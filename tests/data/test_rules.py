@@ -1,9 +1,18 @@
 """The couplet rules as string checks, and tones, on hand-written pairs."""
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from data import tones as tones_module
-from data.rules import check, rhythm_positions
+from data.rules import (
+    check,
+    no_reuse,
+    repeat_faults,
+    repeats_mirrored,
+    reused_positions,
+    rhythm_positions,
+)
 from data.text import clauses, is_han, is_punct, repeat_pattern
 from data.tones import Tone, char_tone, line_tones, mark, opposed, pingshui_rusheng, wanted_end
 
@@ -159,3 +168,16 @@ def test_a_characters_readings_are_pypinyins_for_every_character_it_knows() -> N
         items = pinyin(ch, style=Style.TONE3, heteronym=True, errors=no_reading)  # type: ignore[arg-type]
         assert char_readings(ch) == tuple(r for r in items[0] if r), ch
     assert char_readings("，") == () and char_readings("a") == ()
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    st.text(alphabet="春风秋月天地，。a1〇𠀀", max_size=9),
+    st.text(alphabet="春风秋月天地，。a1〇𠀀", max_size=9),
+)
+def test_the_quick_rule_checks_agree_with_the_positions(upper: str, lower: str) -> None:
+    """``repeats_mirrored`` and ``no_reuse`` answer from sets where they can (the data stage asks
+    them of a million pairs); their answer is the positions' ``repeat_faults`` and
+    ``reused_positions`` have none, on lines with repeats, marks and unequal lengths."""
+    assert repeats_mirrored(upper, lower) == (not repeat_faults(upper, lower))
+    assert no_reuse(upper, lower) == (not reused_positions(upper, lower))
