@@ -115,7 +115,10 @@ def formal_split(config: DataConfig, report: dict) -> FormalSplit:
     norm = Normalizer(t2s=config.t2s)
     formal = normalise(read_pairs(path), norm)
     others = [p for p in (config.corpus_dir / name for name in config.formal_others) if p.is_file()]
-    split = carve_formal(formal, set().union(*(han_rows(p) for p in others)))
+    rows: set[str] = set()
+    for other in others:
+        rows |= han_rows(other)
+    split = carve_formal(formal, rows)
     report["formal"] = {
         "file": str(path),
         "present": True,

@@ -137,10 +137,14 @@ def test_a_screened_table_skips_refused_phrases_and_asks_only_about_those_it_rea
     assert [p for p, _ in table.rank("红梅报喜", "绿柳迎新", n=3)] == first  # the table itself unchanged
 
 
-def test_character_counts_are_the_documents_sets_counted_one_by_one() -> None:
+@pytest.mark.parametrize("buffer", [1 << 25, 40])  # 40: the keys counted in many small goes
+def test_character_counts_are_the_documents_sets_counted_one_by_one(
+    buffer: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The vectorised counts (``_doc_chars``, ``_co_counts``) against the definition, document by
     document with Python sets, on seeded random documents: repeats, punctuation, Latin letters,
     characters past the BMP, empty and one-character documents, rows of many lengths."""
+    monkeypatch.setattr(banners, "_KEYS", buffer)
     rng = np.random.default_rng(7)
     alphabet = list("春夏秋冬山水风月花鸟天地人和，。！a𠀀〇") + [chr(0x4E00 + i) for i in range(40)]
     docs = [

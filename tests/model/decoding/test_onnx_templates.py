@@ -6,6 +6,7 @@ caught by its outputs and traced again."""
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -176,6 +177,7 @@ def test_a_damaged_template_is_traced_again(tmp_path: Path, traces: list[str]) -
     assert traces == ["Linear", "Linear"]
 
 
+@pytest.mark.slow
 def test_a_reverse_model_takes_the_forward_models_templates(
     vocab: Vocab, tmp_path: Path, traces: list[str]
 ) -> None:
@@ -195,3 +197,17 @@ def test_a_reverse_model_takes_the_forward_models_templates(
         other = transformer_specs(forward)["prepare"]()[0](*(torch.from_numpy(feed[n]) for n in inputs))
     assert all(np.allclose(g, w.numpy(), atol=1e-5) for g, w in zip(got, want, strict=True))
     assert not all(np.allclose(g, o.numpy(), atol=1e-3) for g, o in zip(got, other, strict=True))
+
+
+def test_no_computation_reads_an_untraced_setting() -> None:
+    """What ``UNTRACED`` promises, kept: neither the nets nor the modules the graphs are traced
+    from name the direction (the template check runs on example ids, so a branch on it that only
+    some ids meet could pass the check)."""
+    root = Path(__file__).resolve().parents[3]
+    sources = [*(root / "model" / "net").glob("*.py"), root / "model" / "decoding" / "onnx_export.py"]
+    for path in sources:
+        if path.name == "config.py":  # where the field is declared
+            continue
+        text = path.read_text(encoding="utf-8")
+        for name in (*ModelConfig.UNTRACED, "reverse"):  # the field, or the property read from it
+            assert not re.search(rf"\b{name}\b", text), (path, name)
