@@ -14,7 +14,6 @@ from __future__ import annotations
 import gzip
 import hashlib
 import re
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -59,11 +58,6 @@ def han_rows(path: Path) -> set[str]:
         return set(_NOT_HAN_NOR_ROW.sub("", fh.read()).split("\n"))
 
 
-def rows_of(pairs: Iterable[Pair]) -> set[str]:
-    """``han_rows`` of pairs in memory."""
-    return {f"{han_only(upper)}\t{han_only(lower)}" for upper, lower in pairs}
-
-
 def _in_test_half(key: tuple[str, str]) -> bool:
     return hashlib.sha256("\t".join(key).encode()).digest()[0] % 2 == 0
 
@@ -88,7 +82,7 @@ class FormalSplit:
 
 def carve_formal(formal: list[Pair], others: set[str], min_chars: int = 4) -> FormalSplit:
     """Split the formal pairs that stand in none of ``others`` (the other files' rows, Han
-    characters only: ``han_rows``, ``rows_of``), either way round, into valid and test halves.
+    characters only, as ``han_rows`` reads them), either way round, into valid and test halves.
 
     ``formal`` in file order (normalised as training pairs are); duplicates by key are
     kept once, the first. Pairs with fewer than ``min_chars`` Han characters a line are left

@@ -10,9 +10,10 @@ from pathlib import Path
 import pytest
 
 from data.config import DataConfig
-from data.formal import carve_formal, han_only, han_rows, pair_key, read_pairs, rows_of
+from data.formal import carve_formal, han_only, han_rows, pair_key, read_pairs
 from data.paths import data_dir
 from data.pipeline import run
+from data.sources import Pair
 from data.text import is_han
 from tests.data.conftest import made_up_pairs, write_tsv
 
@@ -57,6 +58,11 @@ def test_held_out_are_the_pairs_in_no_other_file(formal_corpus: Path) -> None:
     # the formal pairs that are not held out train (the first as its near duplicate in wb14123)
     assert ("春风杨柳万千条", "六亿神州尽舜尧") in train and ("青山不墨千秋画", "绿水无弦万古琴") in train
     assert "valid_formal" in (out / "DATA_CARD.md").read_text("utf-8")
+
+
+def rows_of(pairs: list[Pair]) -> set[str]:
+    """What ``han_rows`` reads from a file of ``pairs``."""
+    return {f"{han_only(upper)}\t{han_only(lower)}" for upper, lower in pairs}
 
 
 def test_no_formal_file_no_formal_split(corpus: Path) -> None:
