@@ -41,7 +41,8 @@ HTTPCACHE_EXPIRATION_SECS = 24 * 3600
 HTTPCACHE_IGNORE_HTTP_CODES = [500, 502, 503, 504, 408, 429]
 
 # Pages in GBK/GB18030 are decoded from the header or <meta> charset by Scrapy (w3lib
-# maps gb2312 and gbk to gb18030); no setting needed beyond a sane default for the rest.
+# decodes gb2312 and gbk with the GB18030 decoder, its superset); no setting needed
+# beyond a sane default for the rest.
 DEFAULT_RESPONSE_ENCODING = "utf-8"
 
 ITEM_PIPELINES = {
