@@ -98,17 +98,24 @@ def char_readings(ch: str) -> tuple[str, ...]:
     return _tables()[0].get(ch, ())
 
 
-@functools.lru_cache(maxsize=65536)
 def char_tone(ch: str, mode: str = "modern", rusheng: frozenset[str] | None = None) -> Tone:
     """Context-free tone class of one character, as used in the decoder's per-vocabulary table.
 
-    In ``modern`` mode this is the character's default reading; ``lenient`` unites all readings.
+    In ``modern`` mode this is the character's default reading; ``lenient`` unites all readings;
+    ``classical`` reads the 入声 table in force now (``rusheng``, else ``RUSHENG_TABLE``'s or the
+    平水韵's).
     """
     _check_mode(mode)
+    return _char_tone(ch, mode, _rusheng(rusheng) if mode == "classical" else frozenset())
+
+
+@functools.lru_cache(maxsize=65536)
+def _char_tone(ch: str, mode: str, table: frozenset[str]) -> Tone:
+    """(cached under the table, as ``_line_tones`` is: a changed table is read anew)"""
     readings = char_readings(ch)
     if not readings:
         return Tone.NONE
-    if mode == "classical" and ch in _rusheng(rusheng):
+    if ch in table:
         return Tone.OBLIQUE
     if mode == "lenient":
         tone = Tone.NONE
@@ -342,8 +349,28 @@ def pingshui_rusheng() -> frozenset[str]:
 def _rusheng(explicit: Iterable[str] | None) -> frozenset[str]:
     if explicit is not None:
         return frozenset(explicit)
-    path = os.environ.get("RUSHENG_TABLE")
-    return load_rusheng(path) if path else pingshui_rusheng()
+    path = rusheng_source()
+    return _table_file(path) if path else pingshui_rusheng()
+
+
+def _table_file(path: str) -> frozenset[str]:
+    """``load_rusheng(path)``, read again only when the file changes (every tone asks for it)."""
+    try:
+        stamp = os.stat(path).st_mtime_ns
+    except OSError:
+        stamp = -1  # load_rusheng says what is wrong
+    return _table_at(path, stamp)
+
+
+@functools.lru_cache(maxsize=8)
+def _table_at(path: str, stamp: int) -> frozenset[str]:
+    return load_rusheng(path)
+
+
+def rusheng_source() -> str | None:
+    """Where the classical mode's 入声 table is read from now: ``RUSHENG_TABLE``'s file, or None
+    for the 平水韵's. A table of tones kept for the classical mode is kept under it."""
+    return os.environ.get("RUSHENG_TABLE") or None
 
 
 def _check_mode(mode: str) -> None:

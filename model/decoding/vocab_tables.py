@@ -12,7 +12,7 @@ import numpy as np
 
 from data.pairing import PairingTable
 from data.text import is_any_punct
-from data.tones import Tone, char_tone
+from data.tones import Tone, char_tone, rusheng_source
 from data.vocab import BOS_ID, EOS_ID, PAD_ID, UNK_ID, Vocab
 
 NEG_INF = float("-inf")
@@ -29,7 +29,7 @@ class VocabTables:
     pieces: list[str]
     never: np.ndarray  # (V,) bool: special or whitespace pieces, never generated (EOS apart)
     punct: np.ndarray  # (V,) bool: punctuation marks
-    _tones: dict[tuple[str, str], np.ndarray] = field(default_factory=dict)
+    _tones: dict[tuple[str, str, str | None], np.ndarray] = field(default_factory=dict)
     _masks: dict[tuple[object, ...], np.ndarray] = field(default_factory=dict)
 
     @classmethod
@@ -56,7 +56,7 @@ class VocabTables:
         return self._cached("fixed", mode)
 
     def _cached(self, kind: str, mode: str) -> np.ndarray:
-        key = (kind, mode)
+        key = (kind, *_mode_key(mode))
         if key not in self._tones:
             fn: Callable[[str], Tone]
             if kind == "tone":
@@ -78,20 +78,20 @@ class VocabTables:
 
     def has_tone(self, mode: str, tone: Tone) -> np.ndarray:
         """(V,) float: 1 where the context-free tone class is exactly ``tone``."""
-        key = ("has", mode, int(tone))
+        key = ("has", *_mode_key(mode), int(tone))
         if key not in self._masks:
             self._masks[key] = (self.tone(mode) == int(tone)).astype(np.float32)
         return self._masks[key]
 
     def level(self, mode: str) -> np.ndarray:
         """(V,) bool: level in the context-free reading."""
-        key = ("level", mode)
+        key = ("level", *_mode_key(mode))
         if key not in self._masks:
             self._masks[key] = self.tone(mode) == int(Tone.LEVEL)
         return self._masks[key]
 
     def end_ok(self, mode: str, want: Tone) -> np.ndarray:
-        key = ("end", mode, int(want))
+        key = ("end", *_mode_key(mode), int(want))
         if key not in self._masks:
             self._masks[key] = self._end_ok(mode, want)
         return self._masks[key]
@@ -108,6 +108,12 @@ class VocabTables:
         if mode == "lenient":
             return (self.tone("lenient") & int(want)) != 0
         return self.fixed_tone(mode) == int(want)
+
+
+def _mode_key(mode: str) -> tuple[str, str | None]:
+    """A tone mode's tables are kept under the mode and, for the classical one, the 入声 table
+    they were read with (``RUSHENG_TABLE`` may name another since): the check reads it anew."""
+    return mode, rusheng_source() if mode == "classical" else None
 
 
 def _classical_fixed(ch: str) -> Tone:

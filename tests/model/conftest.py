@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from data.vocab import Vocab
+from tests.model.decoding.fixtures import decode_vocab
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
@@ -23,9 +24,8 @@ def pairs() -> list[tuple[str, str]]:
 
 @pytest.fixture(scope="session")
 def vocab(tmp_path_factory: pytest.TempPathFactory, pairs: list[tuple[str, str]]) -> Vocab:
-    prefix = tmp_path_factory.mktemp("spm") / "spm"
-    lines = [x for pair in pairs for x in pair]
-    return Vocab.train(lines, prefix, vocab_size=0)
+    """The model tests' one vocabulary (tests/model/decoding/fixtures.py says why one)."""
+    return decode_vocab(tmp_path_factory.mktemp("spm"), pairs)
 
 
 @pytest.fixture(scope="session")

@@ -1,10 +1,15 @@
-"""For the decoding tests: a vocabulary of the 50 fixture couplets plus a few hand-written
-lines with punctuation (the fixture couplets have none), so the mirrored marks are real ids;
-and tiny randomly initialised models on it."""
+"""For the model tests: one vocabulary, the 50 fixture couplets plus a few hand-written lines
+(with punctuation, which the fixture couplets lack, so the mirrored marks are real ids; and the
+blind sheets' lines), and one shape of tiny randomly initialised models on it (``SMALL``).
+
+One vocabulary and one shape, because a graph is traced once a model's shape
+(model/decoding/onnx_templates.py): every fixture model of this shape gets its ONNX graphs from
+the run's one trace, where each file's own vocabulary or width cost a trace of every graph."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -18,20 +23,28 @@ LINES_WITH_PUNCTUATION = [
     "雷隐隐，雾蒙蒙；日下对天中、",
     "风高秋月白：雨霁晚霞红……",
 ]
+# the blind sheets' own lines (tests/model/release/test_blind.py) that the couplets lack
+SHEET_LINES = ["春风得意马蹄疾，秋月扬辉桂子香", "夏雨滋润稻花香"]
+# the fixture models' shape: two layers each side, so every per-layer path is exercised
+SMALL: dict[str, Any] = {
+    "d_model": 32,
+    "n_heads": 2,
+    "n_enc_layers": 2,
+    "n_dec_layers": 2,
+    "d_ff": 64,
+    "dropout": 0.0,
+}
 
 
 def decode_vocab(folder: Path, pairs: list[tuple[str, str]]) -> Vocab:
-    lines = [x for pair in pairs for x in pair] + LINES_WITH_PUNCTUATION
+    lines = [x for pair in pairs for x in pair] + LINES_WITH_PUNCTUATION + SHEET_LINES
     return Vocab.train(lines, folder / "spm", vocab_size=0, minloglevel=2)
 
 
 def tiny_model(vocab: Vocab, seed: int = 0) -> CoupletTransformer:
-    """A one-layer encoder-decoder, seeded, in eval mode."""
+    """An encoder-decoder of the ``SMALL`` shape, seeded, in eval mode."""
     torch.manual_seed(seed)
-    cfg = ModelConfig(
-        vocab_size=len(vocab), d_model=32, n_heads=2, n_enc_layers=1, n_dec_layers=1, d_ff=64, dropout=0.0
-    )
-    return CoupletTransformer(cfg).eval()
+    return CoupletTransformer(ModelConfig(vocab_size=len(vocab), **SMALL)).eval()
 
 
 def reverse_of(model: CoupletTransformer, seed: int = 5, scale: float = 0.05) -> CoupletTransformer:
@@ -51,6 +64,4 @@ def reverse_of(model: CoupletTransformer, seed: int = 5, scale: float = 0.05) ->
 def tiny_tagger(vocab: Vocab, seed: int) -> CoupletTagger:
     """A tagger of the same width, seeded, in eval mode."""
     torch.manual_seed(seed)
-    return CoupletTagger(
-        ModelConfig(vocab_size=len(vocab), d_model=32, n_heads=2, d_ff=64, kind="tagger")
-    ).eval()
+    return CoupletTagger(ModelConfig(vocab_size=len(vocab), kind="tagger", **SMALL)).eval()

@@ -21,7 +21,7 @@ from model.decoding.options import DecodeOptions
 from model.net.checkpoint import build_model
 from model.net.tagger import CoupletTagger
 from model.net.transformer import CoupletTransformer, ModelConfig
-from tests.model.decoding.fixtures import decode_vocab
+from tests.model.decoding.fixtures import SMALL, decode_vocab
 
 MARKS = "，。！？；："
 
@@ -37,9 +37,7 @@ def decoder(vocab: Vocab, request: pytest.FixtureRequest) -> Decoder:
     layer scores (few enough that the rules often need the fallback to every token), also as
     served: int8 on ONNX Runtime."""
     torch.manual_seed(7)
-    cfg = ModelConfig(
-        vocab_size=len(vocab), d_model=32, n_heads=2, n_enc_layers=1, n_dec_layers=1, d_ff=64, dropout=0.0
-    )
+    cfg = ModelConfig(vocab_size=len(vocab), **SMALL)
     model = CoupletTransformer(cfg).eval()
     if request.param == "model":
         return Decoder(model, vocab)

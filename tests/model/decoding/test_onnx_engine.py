@@ -29,16 +29,8 @@ from model.net.capabilities import LOG_PROBS
 from model.net.checkpoint import build_model
 from model.net.tagger import CoupletTagger
 from model.net.transformer import CoupletTransformer, ModelConfig
-from tests.model.decoding.fixtures import decode_vocab
+from tests.model.decoding.fixtures import SMALL, decode_vocab
 
-SMALL: dict[str, Any] = {
-    "d_model": 32,
-    "n_heads": 2,
-    "n_enc_layers": 2,
-    "n_dec_layers": 2,
-    "d_ff": 64,
-    "dropout": 0.0,
-}
 UPPERS = ["春风得意", "天对地，雨对风。", "上海自来水来自海上", "山山水水", "海纳百川有容乃大"]
 
 

@@ -17,8 +17,7 @@ from model.decoding.plan import ConstraintError
 from model.decoding.registers import register_index
 from model.net.checkpoint import build_model
 from model.net.transformer import CoupletTransformer, ModelConfig
-from tests.model.decoding.fixtures import decode_vocab
-from tests.model.decoding.test_onnx_engine import SMALL
+from tests.model.decoding.fixtures import SMALL, decode_vocab
 
 UPPER = "海纳百川有容乃大"
 

@@ -320,3 +320,20 @@ def test_a_shortlist_without_a_required_character_is_refused(vocab, tables):
     rule = RequiredChars([plan(vocab, tables, "春风秋雨", required_chars="花")], tables)
     with pytest.raises(ValueError, match="required"):
         rule.on_columns(np.array([sorted({EOS_ID, *ids(vocab, "山人")})], dtype=np.int64))
+
+
+def test_classical_tables_follow_the_rusheng_table_the_check_reads(vocab, tmp_path, monkeypatch):
+    """Tables kept for the classical mode are kept under the 入声 table they were read with: a
+    process whose ``RUSHENG_TABLE`` changes (a test, an operator's restart of the same object)
+    must not end lines with a character the check now reads oblique."""
+    tables = VocabTables.build(vocab)  # a fresh one: nothing kept yet
+    one = vocab.encode("一")[0]  # level today, 入声 in the 平水韵
+    table = tmp_path / "rusheng.txt"
+    table.write_text("国竹白", encoding="utf-8")
+    monkeypatch.setenv("RUSHENG_TABLE", str(table))
+    assert char_tone("一", "classical") == Tone.LEVEL
+    assert tables.end_ok("classical", Tone.LEVEL)[one]
+    monkeypatch.delenv("RUSHENG_TABLE")
+    assert char_tone("一", "classical") == Tone.OBLIQUE
+    assert not tables.end_ok("classical", Tone.LEVEL)[one]
+    assert tables.fixed_tone("classical")[one] == int(Tone.OBLIQUE)

@@ -59,16 +59,14 @@ from model.release.layout import (
     verify_bundle,
     write_manifest,
 )
-from tests.model.decoding.fixtures import reverse_of
+from tests.model.decoding.fixtures import reverse_of, tiny_model
 from tests.model.release.test_reranker import add_small_scorer
 
 ROOT = Path(__file__).resolve().parents[3]
 
 
 def make_model(vocab: Vocab) -> CoupletTransformer:
-    torch.manual_seed(1)
-    cfg = ModelConfig(vocab_size=len(vocab), d_model=32, n_heads=4, n_enc_layers=1, n_dec_layers=1, d_ff=64)
-    return CoupletTransformer(cfg).eval()
+    return tiny_model(vocab, seed=1)
 
 
 def test_checkpoint_round_trip(tmp_path, vocab: Vocab) -> None:

@@ -34,14 +34,13 @@ from model.release.rerank import (
 )
 from model.release.scorer import add_scorer, load_scorer, model_embedding
 from model.training.rerank import ScorerTraining, save_trained, scorer_config, train_scorer
+from tests.model.decoding.fixtures import tiny_model
 
 ROOT = Path(__file__).resolve().parents[3]
 
 
 def small_model(vocab: Vocab, seed: int = 1) -> CoupletTransformer:
-    torch.manual_seed(seed)
-    cfg = ModelConfig(vocab_size=len(vocab), d_model=32, n_heads=4, n_enc_layers=1, n_dec_layers=1, d_ff=64)
-    return CoupletTransformer(cfg).eval()
+    return tiny_model(vocab, seed)
 
 
 def small_scorer(model_cfg: ModelConfig, embed: torch.Tensor, seed: int = 3) -> PairScorer:
