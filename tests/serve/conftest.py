@@ -27,40 +27,16 @@ from model.net.transformer import CoupletTransformer, ModelConfig
 from model.release.export import export_bundle
 from serve.main import create_app, uvicorn_options
 from serve.settings import Settings
-from tests.model.decoding.fixtures import reverse_of
+from tests.model.conftest import FIXTURES, read_pairs
+from tests.model.decoding.fixtures import PAIRS, SMALL, decode_vocab, reverse_of
 from tests.serve.postgres import LocalPostgres, postgres_bindir
 
-PAIRS = [
-    ("春风得意", "秋月生辉"),
-    ("山高水长", "海阔天空"),
-    ("花开富贵", "竹报平安"),
-    ("明月照窗前", "清风入户来"),
-    ("一帆风顺年年好", "万事如意步步高"),
-    ("绿水青山，千秋画卷", "红梅白雪，万里诗篇"),
-    ("书山有路勤为径", "学海无涯苦作舟"),
-    ("天天向上", "步步登高"),
-    ("莺歌燕舞", "虎跃龙腾"),
-    ("桃红柳绿", "鸟语花香"),
-]
-EXTRA_CHARS = "坏蛋好人东西南北金木火土日夜晴雨云雷霜露江河湖泊松柏梅兰菊草木虫鱼鸟兽"
 BAD_WORD = "坏蛋"
 
 
 def tiny_model(vocab: Vocab, seed: int, registers: int = 0) -> CoupletTransformer:
     torch.manual_seed(seed)
-    cfg = ModelConfig(
-        vocab_size=len(vocab),
-        d_model=32,
-        n_heads=2,
-        n_enc_layers=1,
-        n_dec_layers=1,
-        d_ff=64,
-        max_len=40,
-        dropout=0.0,
-        tie_embeddings=False,
-        n_registers=registers,
-    )
-    model = CoupletTransformer(cfg).eval()
+    model = CoupletTransformer(ModelConfig(vocab_size=len(vocab), n_registers=registers, **SMALL)).eval()
     if model.register_embed is not None:  # trained registers differ; fresh ones are zero
         torch.nn.init.normal_(model.register_embed.weight, 0.0, 1.0)
     return model
@@ -69,12 +45,8 @@ def tiny_model(vocab: Vocab, seed: int, registers: int = 0) -> CoupletTransforme
 def tiny_tagger(vocab: Vocab, word: str) -> CoupletTagger:
     """An encoder-only proposer that, at every position, favours the characters of ``word``
     (logits 12, 11, ... for them, 0 for all others), whatever the upper line."""
-    cfg = ModelConfig(
-        vocab_size=len(vocab), d_model=32, n_heads=2, n_enc_layers=1, d_ff=64, max_len=40, dropout=0.0,
-        tie_embeddings=False, kind="tagger",
-    )  # fmt: skip
     torch.manual_seed(0)
-    tagger = CoupletTagger(cfg).eval()
+    tagger = CoupletTagger(ModelConfig(vocab_size=len(vocab), kind="tagger", **SMALL)).eval()
     favour_outputs(tagger.enc_norm, tagger.head, vocab, word)
     return tagger
 
@@ -100,8 +72,8 @@ def favour_outputs(norm: torch.nn.LayerNorm, head: torch.nn.Linear, vocab: Vocab
 
 @pytest.fixture(scope="session")
 def vocab(tmp_path_factory: pytest.TempPathFactory) -> Vocab:
-    lines = [line for pair in PAIRS for line in pair] + [EXTRA_CHARS]
-    return Vocab.train(lines, tmp_path_factory.mktemp("vocab") / "spm")
+    """The tests' one vocabulary (tests/model/decoding/fixtures.py): the service's pairs in it."""
+    return decode_vocab(tmp_path_factory.mktemp("vocab"), read_pairs(FIXTURES / "couplets50.tsv"))
 
 
 def build_bundle(

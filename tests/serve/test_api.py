@@ -20,7 +20,8 @@ from model.net.transformer import CoupletTransformer
 from serve.deps import get_service
 from serve.main import create_app
 from serve.settings import Settings
-from tests.serve.conftest import EXTRA_CHARS, PAIRS, build_bundle
+from tests.model.decoding.fixtures import NORMALISED, PAIRS
+from tests.serve.conftest import build_bundle
 
 
 def test_generate_answers_with_tones_reports_and_flags(client: TestClient) -> None:
@@ -84,12 +85,12 @@ def test_locks_and_required_first(client: TestClient) -> None:
 
 @pytest.mark.slow
 def test_required_characters_are_normalised_as_the_corpus_and_a_typed_qian_stays(
-    settings: Settings, tmp_path: Path
+    settings: Settings, tmp_path: Path, vocab: Vocab
 ) -> None:
     """藏头 and 嵌字 in traditional forms are asked as the corpus writes them (後 → 后, 發 → 发),
     but a 乾 the user typed is kept (alone, the normaliser would make it 干)."""
-    lines = [line for pair in PAIRS for line in pair] + [EXTRA_CHARS + "乾干后发"]
-    bundle = build_bundle(tmp_path / "bundle", Vocab.train(lines, tmp_path / "spm"), seed=0, version="qian")
+    assert all(ch in vocab for ch in NORMALISED) and not any(ch in vocab for ch in "後發")
+    bundle = build_bundle(tmp_path / "bundle", vocab, seed=0, version="qian")
     with TestClient(create_app(settings.model_copy(update={"model_dir": bundle}))) as client:
         r = client.post("/api/v1/generate", json={"upper": "春风得意", "n": 3, "required_first": "乾"})
         assert r.status_code == 200, r.text

@@ -14,7 +14,8 @@ from data.tones import line_tones, mark
 from data.vocab import Vocab
 from serve.main import create_app
 from serve.settings import Settings
-from tests.serve.conftest import EXTRA_CHARS, PAIRS, LiveServer, build_bundle, wait_known
+from tests.model.decoding.fixtures import EXTRA_CHARS, PAIRS
+from tests.serve.conftest import LiveServer, build_bundle, wait_known
 from tests.serve.test_page import ARGS, CHROMIUM, csp_violations
 
 pytestmark = [

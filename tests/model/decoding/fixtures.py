@@ -1,6 +1,7 @@
-"""For the model tests: one vocabulary, the 50 fixture couplets plus a few hand-written lines
-(with punctuation, which the fixture couplets lack, so the mirrored marks are real ids; and the
-blind sheets' lines), and one shape of tiny randomly initialised models on it (``SMALL``).
+"""For the tests' randomly initialised models: one vocabulary, the 50 fixture couplets of
+tests/model/fixtures plus a few hand-written lines (with punctuation, which the fixture couplets
+lack, so the mirrored marks are real ids; the blind sheets' lines; the service's ``PAIRS`` and
+``EXTRA_CHARS``), and one shape of tiny models on it (``SMALL``).
 
 One vocabulary and one shape, because a graph is traced once a model's shape
 (model/decoding/onnx_templates.py): every fixture model of this shape gets its ONNX graphs from
@@ -25,6 +26,22 @@ LINES_WITH_PUNCTUATION = [
 ]
 # the blind sheets' own lines (tests/model/release/test_blind.py) that the couplets lack
 SHEET_LINES = ["春风得意马蹄疾，秋月扬辉桂子香", "夏雨滋润稻花香"]
+# the service's pairs (the fixture bundles' training pairs, tests/serve/conftest.py) and more
+# characters for its tests (坏蛋: its listed word); 鑫, 淼 and 𣃁 stay out (unknown characters)
+PAIRS = [
+    ("春风得意", "秋月生辉"),
+    ("山高水长", "海阔天空"),
+    ("花开富贵", "竹报平安"),
+    ("明月照窗前", "清风入户来"),
+    ("一帆风顺年年好", "万事如意步步高"),
+    ("绿水青山，千秋画卷", "红梅白雪，万里诗篇"),
+    ("书山有路勤为径", "学海无涯苦作舟"),
+    ("天天向上", "步步登高"),
+    ("莺歌燕舞", "虎跃龙腾"),
+    ("桃红柳绿", "鸟语花香"),
+]
+EXTRA_CHARS = "坏蛋好人东西南北金木火土日夜晴雨云雷霜露江河湖泊松柏梅兰菊草木虫鱼鸟兽"
+NORMALISED = "乾干后发"  # 乾 kept as typed; 後 and 發 asked as 后 and 发 (tests/serve/test_api.py)
 # the fixture models' shape: two layers each side, so every per-layer path is exercised
 SMALL: dict[str, Any] = {
     "d_model": 32,
@@ -37,7 +54,10 @@ SMALL: dict[str, Any] = {
 
 
 def decode_vocab(folder: Path, pairs: list[tuple[str, str]]) -> Vocab:
-    lines = [x for pair in pairs for x in pair] + LINES_WITH_PUNCTUATION + SHEET_LINES
+    """The vocabulary of ``pairs`` (the 50 fixture couplets: the tests' one vocabulary; more: a
+    vocabulary of the test's own) and the lines above."""
+    service = [x for pair in PAIRS for x in pair] + [EXTRA_CHARS, NORMALISED]
+    lines = [x for pair in pairs for x in pair] + LINES_WITH_PUNCTUATION + SHEET_LINES + service
     return Vocab.train(lines, folder / "spm", vocab_size=0, minloglevel=2)
 
 

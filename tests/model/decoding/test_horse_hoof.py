@@ -65,15 +65,17 @@ def test_candidates_keep_it_where_the_upper_line_does_and_would_break_it_without
 ) -> None:
     # without the rhythm preference, which already leans toward opposed clause ends
     options = replace(OPTIONS, rhythm_weight=0.0)
-    broken_without = 0
+    broken_without = kept = 0
     for upper in KEEPING:
         found = decoder.generate(upper, options).candidates
         assert found and all(c.report.hard_ok and c.report.horse_hoof is not False for c in found)
-        assert any(c.report.horse_hoof is True for c in found)
+        # (None: a clause end read in a neutral tone in its phrase, as 柳子; unknown, never wrong)
+        kept += sum(c.report.horse_hoof is True for c in found)
         view, plan = decoder.plan_view(upper, options)
         off = decoder.decode_plans([replace(plan, hoof=())], options)[0]
         assert off is not None
         broken_without += sum(_breaks([view.text(c.text) for c in off.candidates], upper))
+    assert kept >= len(KEEPING)  # the verdicts are read, not all unknown
     assert broken_without > 0  # the rule, not chance, keeps the candidates to it
 
 
