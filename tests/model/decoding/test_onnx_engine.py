@@ -29,7 +29,7 @@ from model.net.capabilities import LOG_PROBS
 from model.net.checkpoint import build_model
 from model.net.tagger import CoupletTagger
 from model.net.transformer import CoupletTransformer, ModelConfig
-from tests.model.decoding.fixtures import SMALL, decode_vocab
+from tests.model.decoding.fixtures import DEEP, decode_vocab
 
 UPPERS = ["春风得意", "天对地，雨对风。", "上海自来水来自海上", "山山水水", "海纳百川有容乃大"]
 
@@ -41,7 +41,7 @@ def vocab(tmp_path_factory: pytest.TempPathFactory, pairs: list[tuple[str, str]]
 
 def models(vocab: Vocab, aligned: bool = True, seed: int = 5) -> tuple[CoupletTransformer, CoupletTagger]:
     torch.manual_seed(seed)
-    cfg = ModelConfig(vocab_size=len(vocab), aligned=aligned, **SMALL)
+    cfg = ModelConfig(vocab_size=len(vocab), aligned=aligned, **DEEP)
     s2s, tagger = build_model(cfg), build_model(cfg.with_(kind="tagger"))
     assert isinstance(s2s, CoupletTransformer) and isinstance(tagger, CoupletTagger)
     return s2s.eval(), tagger.eval()
