@@ -349,7 +349,7 @@ def pingshui_rusheng() -> frozenset[str]:
 def _rusheng(explicit: Iterable[str] | None) -> frozenset[str]:
     if explicit is not None:
         return frozenset(explicit)
-    path = rusheng_source()
+    path = os.environ.get("RUSHENG_TABLE")
     return _table_file(path) if path else pingshui_rusheng()
 
 
@@ -367,10 +367,11 @@ def _table_at(path: str, stamp: int) -> frozenset[str]:
     return load_rusheng(path)
 
 
-def rusheng_source() -> str | None:
-    """Where the classical mode's 入声 table is read from now: ``RUSHENG_TABLE``'s file, or None
-    for the 平水韵's. A table of tones kept for the classical mode is kept under it."""
-    return os.environ.get("RUSHENG_TABLE") or None
+def rusheng_table() -> frozenset[str]:
+    """The classical mode's 入声 table in force now: ``RUSHENG_TABLE``'s file (read again when it
+    changes), else the 平水韵's; the same object while it is unchanged, so that a table of tones
+    kept for the classical mode can be kept under it cheaply."""
+    return _rusheng(None)
 
 
 def _check_mode(mode: str) -> None:

@@ -12,7 +12,7 @@ import numpy as np
 
 from data.pairing import PairingTable
 from data.text import is_any_punct
-from data.tones import Tone, char_tone, rusheng_source
+from data.tones import Tone, char_tone, rusheng_table
 from data.vocab import BOS_ID, EOS_ID, PAD_ID, UNK_ID, Vocab
 
 NEG_INF = float("-inf")
@@ -29,7 +29,7 @@ class VocabTables:
     pieces: list[str]
     never: np.ndarray  # (V,) bool: special or whitespace pieces, never generated (EOS apart)
     punct: np.ndarray  # (V,) bool: punctuation marks
-    _tones: dict[tuple[str, str, str | None], np.ndarray] = field(default_factory=dict)
+    _tones: dict[tuple[str, str, frozenset[str] | None], np.ndarray] = field(default_factory=dict)
     _masks: dict[tuple[object, ...], np.ndarray] = field(default_factory=dict)
 
     @classmethod
@@ -110,10 +110,11 @@ class VocabTables:
         return self.fixed_tone(mode) == int(want)
 
 
-def _mode_key(mode: str) -> tuple[str, str | None]:
+def _mode_key(mode: str) -> tuple[str, frozenset[str] | None]:
     """A tone mode's tables are kept under the mode and, for the classical one, the 入声 table
-    they were read with (``RUSHENG_TABLE`` may name another since): the check reads it anew."""
-    return mode, rusheng_source() if mode == "classical" else None
+    they were read with (``RUSHENG_TABLE`` may name another since, or its file have changed): the
+    check reads the table in force, and so must the search."""
+    return mode, rusheng_table() if mode == "classical" else None
 
 
 def _classical_fixed(ch: str) -> Tone:

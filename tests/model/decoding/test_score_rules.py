@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 
@@ -332,6 +334,13 @@ def test_classical_tables_follow_the_rusheng_table_the_check_reads(vocab, tmp_pa
     table.write_text("国竹白", encoding="utf-8")
     monkeypatch.setenv("RUSHENG_TABLE", str(table))
     assert char_tone("一", "classical") == Tone.LEVEL
+    assert tables.end_ok("classical", Tone.LEVEL)[one]
+    table.write_text("国竹白一", encoding="utf-8")  # the same file, changed
+    os.utime(table, ns=(1, 2))  # another stamp, whatever the clock's grain
+    assert char_tone("一", "classical") == Tone.OBLIQUE
+    assert not tables.end_ok("classical", Tone.LEVEL)[one]
+    table.write_text("国竹白", encoding="utf-8")
+    os.utime(table, ns=(3, 4))
     assert tables.end_ok("classical", Tone.LEVEL)[one]
     monkeypatch.delenv("RUSHENG_TABLE")
     assert char_tone("一", "classical") == Tone.OBLIQUE
