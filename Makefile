@@ -12,11 +12,21 @@ export PYTHONPATH := $(CURDIR)
 help: ## list the verbs
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  make %-8s %s\n", $$1, $$2}'
 
+# uv installs the same versions as pip in about a third of the time (docs/MEASUREMENTS.md, "Test
+# time"); pip's own find-links (where a machine keeps wheels such as PyTorch's CPU build) are
+# passed on, and pip does it all where uv cannot be installed
+FIND_LINKS := $(shell python3 -m pip config get global.find-links 2>/dev/null)
+UV_INSTALL = VIRTUAL_ENV=$(abspath $(VENV)) $(VENV)/bin/uv pip install --quiet --compile-bytecode \
+	--python $(PY) $(if $(FIND_LINKS),--find-links $(FIND_LINKS))
+
 $(PY): pyproject.toml
 	python3 -m venv $(VENV)
-	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet torch==2.13.0
-	$(PY) -m pip install --quiet -e '.[all,dev]'
+	if $(PY) -m pip install --quiet uv; then \
+		$(UV_INSTALL) torch==2.13.0 && $(UV_INSTALL) -e '.[all,dev]'; \
+	else \
+		$(PY) -m pip install --quiet --upgrade pip && $(PY) -m pip install --quiet torch==2.13.0 && \
+		$(PY) -m pip install --quiet -e '.[all,dev]'; \
+	fi
 	touch $(PY)
 
 setup: $(PY) ## make the virtual environment and install everything
@@ -48,8 +58,12 @@ bench: $(PY) ## benchmarks: data stage, decoding latency, server load, faults un
 sysdeps:
 	@bash scripts/sysdeps.sh
 
+# one pytest-xdist worker more than the cores: the tests wait on servers and child processes
+# about a fifth of the time, which a third worker fills (docs/MEASUREMENTS.md, "Test time")
+WORKERS ?= $(shell echo $$(( $$(nproc) + 1 )))
+
 test: $(PY) sysdeps ## run the test suite on every core (installs Redis, PostgreSQL, Chromium, wrk if missing)
-	$(PY) -m pytest -n auto --dist loadfile $(TEST_ARGS)
+	$(PY) -m pytest -n $(WORKERS) --dist loadfile --no-loadscope-reorder $(TEST_ARGS)
 
 # the edit-run loop: lint, then the tests that need no browser, corpus, Redis or PostgreSQL
 # and take under about two seconds, on every core, the exported graphs kept between runs

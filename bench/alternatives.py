@@ -21,7 +21,8 @@ import time
 from bench.decode import upper_lines
 from data.paths import default_model_dir, graph_cache_dir
 from data.text import is_punct
-from duilian.service import Engine, LoadedModel, set_decode_threads
+from duilian.engine import Engine, set_decode_threads
+from duilian.service import LoadedModel
 from model.decoding.options import ALTERNATIVE_POOL, SERVE_INT8, SERVE_RUNTIME, DecodeOptions
 from model.decoding.plan import ConstraintError
 from model.release.layout import has_model

@@ -30,8 +30,9 @@ from pathlib import Path
 from bench.decode import upper_lines
 from data.paths import default_model_dir, graph_cache_dir
 from duilian.check import check_couplet, check_with, known_couplet
+from duilian.engine import Engine, set_decode_threads
 from duilian.inputs import AlternativesQuery
-from duilian.service import Engine, LoadedModel, set_decode_threads
+from duilian.service import LoadedModel
 from duilian.suggest import suggest
 from model.decoding.alternatives import Kept
 from model.decoding.answer import Alternatives

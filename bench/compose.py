@@ -20,7 +20,8 @@ from bench.decode import upper_lines
 from data.paths import default_model_dir, graph_cache_dir
 from data.text import is_han
 from duilian.compose import compose, make_compose_request
-from duilian.service import Engine, LoadedModel, set_decode_threads
+from duilian.engine import Engine, set_decode_threads
+from duilian.service import LoadedModel
 from model.decoding.options import SERVE_INT8, SERVE_RUNTIME
 from model.decoding.plan import ConstraintError
 from model.release.layout import has_model

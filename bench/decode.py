@@ -35,7 +35,7 @@ import torch
 
 from data.paths import ROOT, corpus_dir, data_dir, default_model_dir, graph_cache_dir
 from data.vocab import Vocab
-from duilian.service import Engine, bundle_reranker, set_decode_threads
+from duilian.engine import Engine, bundle_reranker, set_decode_threads
 from model.decoding.decoder import Decoder
 from model.decoding.options import DIVERSE_PENALTY, SERVE_INT8, SERVE_RUNTIME, DecodeOptions
 from model.decoding.plan import ConstraintError

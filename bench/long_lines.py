@@ -23,8 +23,9 @@ import time
 from bench._mixed_load import mixed
 from bench.decode import upper_lines
 from data.paths import default_model_dir, graph_cache_dir
+from duilian.engine import Engine, set_decode_threads
 from duilian.inputs import Query
-from duilian.service import Engine, LoadedModel, set_decode_threads
+from duilian.service import LoadedModel
 from model.decoding.options import SERVE_INT8, SERVE_RUNTIME
 from model.release.layout import has_model
 

@@ -87,7 +87,8 @@ def check(upper: str, lower: str, mode: str, model: Path | None, suggest: bool =
     suggestions; InputError when the bundle cannot be read or the tone mode has no table."""
     # imported on use, as duilian/cli.py's load: `duilian --help` starts without the models' modules
     from duilian.check import check_with
-    from duilian.service import Engine, Library, LoadedModel, set_decode_threads
+    from duilian.engine import Engine, set_decode_threads
+    from duilian.service import Library, LoadedModel
     from model.decoding.options import SERVE_INT8, SERVE_RUNTIME
     from model.release.bundle import load_bundle
     from model.release.layout import has_model

@@ -30,8 +30,9 @@ from pathlib import Path
 from data.paths import default_model_dir, graph_cache_dir, work_dir
 from data.text import clauses, is_han
 from duilian.compose import compose, make_compose_request
+from duilian.engine import Engine
 from duilian.inputs import InputError
-from duilian.service import Engine, LoadedModel
+from duilian.service import LoadedModel
 from model.decoding.options import SERVE_INT8, SERVE_RUNTIME
 from model.decoding.plan import ConstraintError
 from model.release.blind import Line, make_sheet, write_tsv

@@ -27,7 +27,8 @@ class Problem(Exception):
 def load(args: argparse.Namespace) -> LoadedModel:
     """The bundle with the site's default engine (the server's settings' defaults). On ONNX
     Runtime with its graphs cached (after the first run) PyTorch is not imported at all."""
-    from duilian.service import Engine, LoadedModel, set_decode_threads
+    from duilian.engine import Engine, set_decode_threads
+    from duilian.service import LoadedModel
     from model.decoding.options import SERVE_INT8, SERVE_RUNTIME
     from model.release.layout import WEIGHTS_FILE, has_model, missing_model
 

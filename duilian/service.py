@@ -11,8 +11,9 @@ decodes queries that differ only in their upper line in one beam search, unfinis
 The site (serve/) runs ``LoadedModel`` in its worker processes and finishes their answers in
 its own process (``PooledModel`` is a ``Library``); the command line (duilian/cli.py) runs it
 in its own process. Both read the input through duilian/inputs.py, so the same line gives the
-same candidates. A ``LoadedModel`` is immutable once built but for its 横批 table, read on
-first use and again when its file changes.
+same candidates; duilian/engine.py builds the decoder (``Engine``, ``build_decoder``). A
+``LoadedModel`` is immutable once built but for its 横批 table, read on first use and again when
+its file changes.
 """
 
 from __future__ import annotations
@@ -20,13 +21,12 @@ from __future__ import annotations
 import hashlib
 import logging
 import math
-import sys
 import threading
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, cast
+from typing import Any, Protocol
 
 from data import tones
 from data.banners import BANNERS_FILE, BannerTable
@@ -35,32 +35,17 @@ from data.sensitive import ALLOW_LIST, SensitiveFilter, read_words
 from data.text import REGISTERS
 from duilian.banners import banners_for, load_banner_table, with_banners
 from duilian.check import CheckReport
+from duilian.engine import DEFAULT_ENGINE, Engine, blocked_words, build_decoder
 from duilian.inputs import OVERSAMPLE, REVERSE, AlternativesQuery, Query
 from duilian.suggest import suggest
 from duilian.suggestions import Suggestions
 from model.decoding.alternatives import Kept
 from model.decoding.answer import Alternatives, Answer, Banner, Candidate
-from model.decoding.blocked import BlockedWords
 from model.decoding.decoder import Decoder
-from model.decoding.onnx_engine import OnnxTagger, OnnxTransformer
-from model.decoding.options import ALTERNATIVE_POOL, DIVERSE_PENALTY, MAX_CANDIDATES, DecodeOptions, Runtime
+from model.decoding.options import ALTERNATIVE_POOL, DIVERSE_PENALTY, MAX_CANDIDATES, DecodeOptions
 from model.decoding.plan import ConstraintError
-from model.decoding.reranking import Reranker
-from model.release.bundle import (
-    Bundle,
-    decoder_graph_keys,
-    head_weight_t,
-    load_bundle,
-    model_config,
-    model_meta,
-    scorer_graph_key,
-    scorer_weight,
-)
+from model.release.bundle import Bundle, load_bundle, model_meta
 from model.release.layout import WEIGHTS_FILE
-
-if TYPE_CHECKING:
-    from model.net.checkpoint import CoupletModel
-    from model.net.scorer import PairScorer
 
 log = logging.getLogger(__name__)
 RECHECK = 1.0  # seconds between looks at the 横批 table's file
@@ -93,19 +78,6 @@ class LowerLines(Protocol):
     def lowers(self, upper: str, limit: int = 5) -> list[str]: ...
 
 
-@dataclass(frozen=True)
-class Engine:
-    """How a bundle is decoded: int8 copies of the models, on what (model.decoding.options.RUNTIMES),
-    and where the ONNX graphs are kept between runs (None: exported anew at every start)."""
-
-    int8: bool = False
-    runtime: Runtime = "torch"
-    graph_cache: Path | None = None
-
-
-DEFAULT_ENGINE = Engine()  # eager PyTorch in fp32 (the site's default is SERVE_INT8 on SERVE_RUNTIME)
-
-
 def decode_options(q: Query, n_best: int) -> DecodeOptions:
     return DecodeOptions(
         n_best=min(n_best, MAX_CANDIDATES),
@@ -117,88 +89,6 @@ def decode_options(q: Query, n_best: int) -> DecodeOptions:
         diversity=DIVERSE_PENALTY if q.diverse else 0.0,
         register=q.register,
     )
-
-
-def blocked_words(bundle: Bundle, extra: SensitiveFilter | None) -> BlockedWords | None:
-    """The words the search may not complete: the bundle's table and the extra list's."""
-    tables = [t for t in (bundle.blocked,) if t is not None]
-    if extra is not None and extra.words():
-        tables.append(BlockedWords.from_words(extra.words(), bundle.vocab.pieces))
-    if not tables:
-        return None
-    return tables[0] if len(tables) == 1 else tables[0].merged(tables[1])
-
-
-def set_decode_threads(threads: int) -> Any:
-    """Decoding's thread count in this process: the BLAS libraries' (numpy's OpenBLAS, which
-    multiplies the fast mode's rescoring and the shortlist's rows; with a second thread it spun
-    beside the first, doubling the fast mode's CPU for no shorter wait, and under load the
-    decode workers' spinning threads took each other's cores), and PyTorch's when it is
-    imported. ONNX Runtime's sessions take theirs when made (``Engine``'s graphs). The
-    threadpoolctl limiter, whose ``restore_original_limits()`` undoes the BLAS part."""
-    from threadpoolctl import threadpool_limits
-
-    limiter = threadpool_limits(limits=threads, user_api="blas")
-    torch = sys.modules.get("torch")
-    if torch is not None:
-        torch.set_num_threads(threads)
-    return limiter
-
-
-def build_decoder(
-    bundle: Bundle,
-    engine: Engine,
-    blocked: BlockedWords | None,
-    reverse: bool = False,
-) -> Decoder:
-    """The decoder of the bundle's model (``reverse``: its lower_to_upper model, without a
-    proposer, on the pairing table swapped) as ``engine`` asks, with the bundle's reranker
-    (never a reverse decoder's). On ONNX Runtime with a graph cache, the graphs are kept under
-    keys of the bundle's files (``bundle.decoder_graph_keys``); when they are all there the
-    decoder is built from them and the weights' few arrays it needs, without reading the
-    PyTorch models (nor importing PyTorch): the command line's start and a decode worker's.
-    Otherwise the models are read and the graphs exported (and cached)."""
-    pairing = bundle.pairing if not reverse or bundle.pairing is None else bundle.pairing.swapped()
-    role = "reverse" if reverse else "model"
-    with_proposer = bundle.has_proposer and not reverse
-    keys = decoder_graph_keys(bundle, reverse)
-    reranker = None if reverse else bundle_reranker(bundle, engine)
-    if engine.runtime == "onnx" and engine.graph_cache is not None and keys[0] is not None:
-        cache = engine.graph_cache
-        model = OnnxTransformer.cached(model_config(bundle.path, role), keys[0], cache, engine.int8)
-        proposer = None
-        if with_proposer and keys[1] is not None:
-            proposer = OnnxTagger.cached(model_config(bundle.path, "proposer"), keys[1], cache, engine.int8)
-        if model is not None and (proposer is not None or not with_proposer):
-            head_t = head_weight_t(bundle.path) if proposer is not None else None
-            return Decoder.from_engines(model, bundle.vocab, proposer, head_t, pairing, blocked, reranker)
-    return Decoder(
-        cast("CoupletModel", bundle.reverse if reverse else bundle.model),
-        bundle.vocab,
-        int8=engine.int8,
-        proposer=bundle.proposer if with_proposer else None,
-        runtime=engine.runtime,
-        pairing=pairing,
-        graph_cache=engine.graph_cache,
-        blocked=blocked,
-        graph_keys=keys,
-        reranker=reranker,
-    )
-
-
-def bundle_reranker(bundle: Bundle, engine: Engine) -> Reranker | None:
-    """The bundle's reranker (model/decoding/reranking.py), None when it has no scorer: its graph
-    from the cache when it is there (no PyTorch), else exported from the scorer (and cached)."""
-    key = scorer_graph_key(bundle)
-    if key is None:
-        return None
-    weight = scorer_weight(bundle.path)
-    if engine.graph_cache is not None:
-        cfg = model_config(bundle.path, "scorer")
-        found = Reranker.cached(cfg, key, engine.graph_cache, bundle.vocab, weight)
-        if found is not None:
-            return found
-    return Reranker.of(cast("PairScorer", bundle.scorer), bundle.vocab, engine.graph_cache, key, weight)
 
 
 class Library:
@@ -295,7 +185,7 @@ class LoadedModel(Library):
         self,
         bundle: Bundle,
         extra_filter: SensitiveFilter | None = None,
-        engine: Engine = Engine(),
+        engine: Engine = DEFAULT_ENGINE,
         banners: Path | None = None,
     ) -> None:
         super().__init__(bundle, extra_filter, banners)
@@ -309,7 +199,7 @@ class LoadedModel(Library):
         cls,
         path: Path,
         extra_filter: SensitiveFilter | None = None,
-        engine: Engine = Engine(),
+        engine: Engine = DEFAULT_ENGINE,
         warm: bool = True,
         lazy: bool = False,
         banners: Path | None = None,

@@ -23,8 +23,9 @@ from pathlib import Path
 
 from data.paths import default_model_dir, graph_cache_dir
 from duilian.check import check_with
+from duilian.engine import Engine, set_decode_threads
 from duilian.inputs import make_query
-from duilian.service import Engine, LoadedModel, set_decode_threads
+from duilian.service import LoadedModel
 from model.decoding.options import SERVE_INT8, SERVE_RUNTIME
 from model.decoding.plan import ConstraintError
 

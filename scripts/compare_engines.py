@@ -21,8 +21,9 @@ from pathlib import Path
 from typing import Any
 
 from data.paths import corpus_dir, default_model_dir
+from duilian.engine import Engine
 from duilian.inputs import Query
-from duilian.service import Engine, LoadedModel
+from duilian.service import LoadedModel
 from model.release.metrics import perplexity
 
 

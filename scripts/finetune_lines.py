@@ -9,8 +9,9 @@ import sys
 from pathlib import Path
 
 from data.paths import default_model_dir, graph_cache_dir
+from duilian.engine import blocked_words, set_decode_threads
 from duilian.inputs import Query
-from duilian.service import blocked_words, decode_options, set_decode_threads
+from duilian.service import decode_options
 from model.decoding.decoder import Decoder
 from model.decoding.options import SERVE_INT8, SERVE_RUNTIME
 from model.net.checkpoint import load_model

@@ -19,8 +19,9 @@ import sys
 from pathlib import Path
 
 from data.paths import corpus_dir, default_model_dir, graph_cache_dir
+from duilian.engine import Engine
 from duilian.inputs import Query
-from duilian.service import Engine, LoadedModel
+from duilian.service import LoadedModel
 from model.decoding.options import SERVE_INT8, SERVE_RUNTIME
 
 TARGETS = (40, 60, 100)

@@ -14,8 +14,9 @@ from pathlib import Path
 import numpy as np
 
 from data.paths import default_model_dir, graph_cache_dir
+from duilian.engine import Engine, set_decode_threads
 from duilian.inputs import Query
-from duilian.service import Engine, LoadedModel, decode_options, set_decode_threads
+from duilian.service import LoadedModel, decode_options
 from model.decoding.options import SERVE_INT8, SERVE_RUNTIME
 from model.decoding.search import rescore
 

@@ -19,8 +19,9 @@ from pathlib import Path
 
 from data.paths import corpus_dir, default_model_dir, graph_cache_dir
 from data.segment import boundaries
+from duilian.engine import Engine
 from duilian.inputs import Query
-from duilian.service import Engine, LoadedModel, allow_list
+from duilian.service import LoadedModel, allow_list
 from model.release.bundle import load_bundle
 
 

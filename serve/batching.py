@@ -26,7 +26,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
-from duilian.service import set_decode_threads
+from duilian.engine import set_decode_threads
 from serve.logs import REQUEST_ID
 
 log = logging.getLogger(__name__)

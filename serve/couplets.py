@@ -23,13 +23,9 @@ from typing import Any
 
 from data.sensitive import SensitiveFilter
 from duilian.check import CheckReport
+from duilian.engine import DEFAULT_ENGINE, Engine
 from duilian.inputs import AlternativesQuery, Query
-from duilian.service import (
-    DEFAULT_ENGINE,
-    Engine,
-    LoadedModel,
-    word_filter,
-)
+from duilian.service import LoadedModel, word_filter
 from duilian.suggestions import Suggestions
 from model.decoding.answer import Alternatives, Answer
 from serve.batching import DecodeBatcher

@@ -20,8 +20,9 @@ from typing import Any
 
 from data.sensitive import SensitiveFilter
 from duilian.check import CheckReport
+from duilian.engine import Engine, set_decode_threads
 from duilian.inputs import AlternativesQuery, Query
-from duilian.service import Engine, Library, LoadedModel, set_decode_threads
+from duilian.service import Library, LoadedModel
 from duilian.suggestions import Suggestions
 from model.decoding.answer import Alternatives, Answer
 from model.release.bundle import load_bundle

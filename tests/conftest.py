@@ -47,3 +47,43 @@ def graph_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     with pytest.MonkeyPatch.context() as env:
         env.setenv("DUILIAN_GRAPH_CACHE", str(folder))
         yield folder
+
+
+# The files that take longest (docs/MEASUREMENTS.md, "Test time"), handed to pytest-xdist's workers
+# first (``make test`` keeps the collection's order: ``--no-loadscope-reorder``), so that no long
+# file starts last and holds the run's end while the other workers are done. Only the order
+# changes: a file missing from this list runs after these, in the order it is collected.
+LONG_FIRST = (
+    "model/training/test_train.py",
+    "model/decoding/test_onnx_engine.py",
+    "serve/test_quiet_start.py",
+    "serve/test_api.py",
+    "serve/test_workers.py",
+    "data/test_corpus_output.py",
+    "duilian/test_check.py",
+    "duilian/test_cli.py",
+    "duilian/test_compose.py",
+    "serve/test_page.py",
+    "model/decoding/test_onnx_templates.py",
+    "serve/test_hardening.py",
+    "model/training/test_device_scripts.py",
+    "serve/test_cluster.py",
+    "serve/test_workers_fault.py",
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    tests = Path(__file__).resolve().parent
+    if missing := [name for name in LONG_FIRST if not (tests / name).is_file()]:
+        raise pytest.UsageError(f"tests/conftest.py LONG_FIRST names files that are not there: {missing}")
+    rank = {name: i for i, name in enumerate(LONG_FIRST)}
+
+    def order(item: pytest.Item) -> int:
+        path = Path(item.path).resolve()
+        return (
+            rank.get(path.relative_to(tests).as_posix(), len(LONG_FIRST))
+            if path.is_relative_to(tests)
+            else len(LONG_FIRST)
+        )
+
+    items.sort(key=order)  # stable: each file's tests keep their order

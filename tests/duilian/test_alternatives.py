@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
+from duilian.engine import Engine
 from duilian.inputs import InputError, make_alternatives_query, make_query
-from duilian.service import Engine, LoadedModel
+from duilian.service import LoadedModel
 from serve.main import create_app
 from serve.settings import Settings
 

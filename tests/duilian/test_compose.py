@@ -21,8 +21,9 @@ from duilian.compose import (
     seeds,
 )
 from duilian.compose_seeds import MIN_LINES, SeedIndex, seed_index, shape_of
+from duilian.engine import Engine
 from duilian.inputs import InputError
-from duilian.service import Engine, LoadedModel
+from duilian.service import LoadedModel
 from model.decoding.options import SERVE_INT8, SERVE_RUNTIME
 from model.decoding.plan import ConstraintError
 

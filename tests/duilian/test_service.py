@@ -111,7 +111,7 @@ def test_a_warmed_model_has_read_pypinyins_phrases_before_its_first_request(
 
 BLAS_PROBE = """
 import json, numpy, threadpoolctl
-from duilian.service import set_decode_threads
+from duilian.engine import set_decode_threads
 def blas():
     return [i["num_threads"] for i in threadpoolctl.threadpool_info() if i["user_api"] == "blas"]
 before = blas()

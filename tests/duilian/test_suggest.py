@@ -13,8 +13,9 @@ import pytest
 from data.pairing import PairingTable
 from data.rules import check
 from duilian.check import CheckReport, check_couplet, check_with
+from duilian.engine import Engine
 from duilian.inputs import FORWARD
-from duilian.service import Engine, LoadedModel
+from duilian.service import LoadedModel
 from duilian.suggest import NEAR, PAIR, Unsuggestable, assemble, needs_retry, plan, queries
 from duilian.suggestions import NO_MODEL, NONE_AS_GOOD, NOT_ALIGNED, NOTHING_WEAK
 from model.decoding.alternatives import Kept

@@ -210,7 +210,7 @@ def test_a_bundle_carries_its_scorer_on_the_models_table_and_refuses_another(
 def test_the_served_decoder_of_a_bundle_with_a_scorer_reranks(
     tmp_path: Path, vocab: Vocab, pairs: list[tuple[str, str]], graph_cache: Path
 ) -> None:
-    from duilian.service import Engine, build_decoder
+    from duilian.engine import Engine, build_decoder
 
     bundle = export_bundle(tmp_path / "bundle", small_model(vocab), vocab, train_pairs=pairs)
     add_small_scorer(bundle, tmp_path)
@@ -276,7 +276,7 @@ def test_make_train_s_step_makes_the_reranker_of_an_exported_bundle(
 def test_a_blind_sheets_bundle_system_gives_the_sites_reranked_top_line(
     tmp_path: Path, vocab: Vocab, pairs: list[tuple[str, str]], graph_cache: Path
 ) -> None:
-    from duilian.service import Engine, build_decoder
+    from duilian.engine import Engine, build_decoder
     from model.decoding.options import SERVE_INT8, SERVE_RUNTIME
     from model.release.blind import Line, decoded
 

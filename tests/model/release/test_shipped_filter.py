@@ -7,8 +7,9 @@ import pytest
 
 from data.paths import default_model_dir, graph_cache_dir
 from data.segment import boundaries
+from duilian.engine import Engine
 from duilian.inputs import Query
-from duilian.service import Engine, LoadedModel, allow_list
+from duilian.service import LoadedModel, allow_list
 from model.release.bundle import load_bundle
 
 CASES = [
