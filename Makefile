@@ -63,7 +63,7 @@ sysdeps:
 WORKERS ?= $(shell echo $$(( $$(nproc) + 1 )))
 
 test: $(PY) sysdeps ## run the test suite on every core (installs Redis, PostgreSQL, Chromium, wrk if missing)
-	$(PY) -m pytest -n $(WORKERS) --dist loadfile --no-loadscope-reorder $(TEST_ARGS)
+	$(PY) -m pytest -n $(WORKERS) --dist loadfile $(TEST_ARGS)
 
 # the edit-run loop: lint, then the tests that need no browser, corpus, Redis or PostgreSQL
 # and take under about two seconds, on every core, the exported graphs kept between runs
