@@ -47,4 +47,3 @@ def graph_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     with pytest.MonkeyPatch.context() as env:
         env.setenv("DUILIAN_GRAPH_CACHE", str(folder))
         yield folder
-
