@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import pickle
+import shutil
 import time
 from pathlib import Path
 
@@ -101,14 +102,23 @@ def graph_files(folder: Path) -> dict[str, tuple[int, bytes]]:
 def test_workers_keep_their_graphs_and_a_restart_or_reload_reads_them(
     settings: Settings, tmp_path: Path
 ) -> None:
-    """Two decode workers starting on an empty graph cache both export the same graphs and
-    publish them; the next server, and a reload of the same bundle, read those very files
-    (not one rewritten) and answer as the first server did."""
-    graphs = tmp_path / "graphs"
-    pooled = settings.model_copy(update={"decode_processes": 2, "graph_cache": graphs})
+    """Two decode workers starting on a graph cache without the bundle's graphs both export the
+    same graphs and publish them, answering as the server process does on the run's graphs; the
+    next server, and a reload of the same bundle, read those very files (not one rewritten) and
+    answer as the first server did. The cache holds the traced templates of the model's shape (a
+    machine that has exported another model of that shape keeps them), so the workers export
+    without tracing: a first start that traces is test_quiet_start.py's."""
     uppers = [upper for upper, _ in PAIRS[:4]]
+    served = answers(settings, uppers)  # (on the run's graph folder: its templates traced there once)
+    graphs = tmp_path / "graphs"
+    graphs.mkdir()
+    assert settings.graph_cache is not None
+    for template in settings.graph_cache.glob("template-*.onnx"):
+        shutil.copyfile(template, graphs / template.name)
+    pooled = settings.model_copy(update={"decode_processes": 2, "graph_cache": graphs})
     with TestClient(create_app(pooled)) as c:
         first = [c.post("/api/v1/generate", json={"upper": u, "n": 5}).json() for u in uppers]
+    assert first == served
     written = graph_files(graphs)
     # six graphs for the model and six for its reverse model (the warm-up decodes with both)
     assert len(written) == 12
