@@ -7,6 +7,8 @@
   (``LoadedModel``), answering ``Query`` objects with plain ``Answer`` dataclasses: the
   candidates with their tones and rule reports, the training-set flag and known lower lines,
   the 横批; no web framework, no worker processes (``serve/`` puts those on top);
+- ``duilian.engine``: how a bundle is decoded (``Engine``: int8 or not, the runtime, the graph
+  cache) and its decoder built under it (``build_decoder``);
 - ``duilian.cli``: the ``duilian`` console script (``duilian generate 春风得意马蹄疾``).
 
 This package imports nothing at its top, so ``duilian --help`` answers before torch loads.
