@@ -14,16 +14,17 @@ help: ## list the verbs
 
 # uv installs the same versions as pip in about a third of the time (docs/MEASUREMENTS.md, "Test
 # time"); pip's own find-links (where a machine keeps wheels such as PyTorch's CPU build) are
-# passed on, and pip does it all where uv cannot be installed
-FIND_LINKS := $(shell python3 -m pip config get global.find-links 2>/dev/null)
+# passed on, and pip does it all where uv cannot
+FIND_LINKS := $(or $(PIP_FIND_LINKS),$(shell python3 -m pip config get global.find-links 2>/dev/null))
 UV_INSTALL = VIRTUAL_ENV=$(abspath $(VENV)) $(VENV)/bin/uv pip install --quiet --compile-bytecode \
-	--python $(PY) $(if $(FIND_LINKS),--find-links $(FIND_LINKS))
+	--python $(PY) $(foreach f,$(FIND_LINKS),--find-links $(f))
 
 $(PY): pyproject.toml
 	python3 -m venv $(VENV)
-	if $(PY) -m pip install --quiet uv; then \
-		$(UV_INSTALL) torch==2.13.0 && $(UV_INSTALL) -e '.[all,dev]'; \
+	if $(PY) -m pip install --quiet uv && $(UV_INSTALL) torch==2.13.0 && $(UV_INSTALL) -e '.[all,dev]'; then \
+		:; \
 	else \
+		echo "uv could not install everything: pip installs it"; \
 		$(PY) -m pip install --quiet --upgrade pip && $(PY) -m pip install --quiet torch==2.13.0 && \
 		$(PY) -m pip install --quiet -e '.[all,dev]'; \
 	fi
