@@ -2,7 +2,8 @@
 are kept), and the decoder built from a bundle under it (``build_decoder``: from the cached
 graphs alone when they are all there, without PyTorch; else from the models), with the words
 the search may not complete and the bundle's reranker; ``set_decode_threads``, the thread
-count a decoding process runs with. duilian/service.py's ``LoadedModel`` is what uses them."""
+count a decoding process runs with (the command line's, the site's decode workers', the
+benchmarks'). duilian/service.py's ``LoadedModel`` builds its decoders with them."""
 
 from __future__ import annotations
 

@@ -13,7 +13,11 @@ import pytest
 from fastapi.testclient import TestClient
 
 from crawler.localredis import running
+from model.decoding.onnx_export import transformer_specs
+from model.decoding.onnx_templates import template_key
 from model.decoding.plan import ConstraintError
+from model.net.transformer import CoupletTransformer
+from model.release.bundle import load_bundle
 from serve.main import create_app
 from serve.pool import PooledModel
 from serve.settings import Settings
@@ -89,6 +93,14 @@ def test_reload_retires_the_old_workers(settings: Settings, bundle_b: Path) -> N
         assert not any(running(pid) for pid in old.pids)
 
 
+def templates_of(bundle: Path) -> list[str]:
+    """The files of the traced templates (model/decoding/onnx_templates.py) of ``bundle``'s
+    encoder-decoder's graphs; its reverse model's are the same (no graph reads a direction)."""
+    model = load_bundle(bundle).model
+    assert isinstance(model, CoupletTransformer)
+    return [f"template-{template_key(*spec())}.onnx" for spec in transformer_specs(model).values()]
+
+
 def graph_files(folder: Path) -> dict[str, tuple[int, bytes]]:
     """The graphs in ``folder`` (not the export locks, nor the traced templates they are made from)."""
     return {
@@ -113,8 +125,8 @@ def test_workers_keep_their_graphs_and_a_restart_or_reload_reads_them(
     graphs = tmp_path / "graphs"
     graphs.mkdir()
     assert settings.graph_cache is not None
-    for template in settings.graph_cache.glob("template-*.onnx"):
-        shutil.copyfile(template, graphs / template.name)
+    for name in templates_of(settings.model_dir):
+        shutil.copyfile(settings.graph_cache / name, graphs / name)
     pooled = settings.model_copy(update={"decode_processes": 2, "graph_cache": graphs})
     with TestClient(create_app(pooled)) as c:
         first = [c.post("/api/v1/generate", json={"upper": u, "n": 5}).json() for u in uppers]
