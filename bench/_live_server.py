@@ -150,7 +150,7 @@ def served(prefix: str) -> Iterator[Served]:
     with tempfile.TemporaryDirectory(prefix=prefix) as name:
         tmp = Path(name)
         model = Path(os.environ.get("DUILIAN_SERVE_MODEL_DIR", default_model_dir()))
-        from model.release.layout import has_model
+        from model.store.layout import has_model
 
         shipped = has_model(model)
         if not shipped:

@@ -25,7 +25,7 @@ from duilian.engine import Engine, set_decode_threads
 from duilian.service import LoadedModel
 from model.decoding.options import ALTERNATIVE_POOL, SERVE_INT8, SERVE_RUNTIME, DecodeOptions
 from model.decoding.plan import ConstraintError
-from model.release.layout import has_model
+from model.store.layout import has_model
 
 TOP = 8
 WIDE = 1024

@@ -38,8 +38,8 @@ from model.decoding.alternatives import Kept
 from model.decoding.answer import Alternatives
 from model.decoding.options import SERVE_INT8, SERVE_RUNTIME
 from model.decoding.plan import ConstraintError
-from model.release.bundle import Bundle, load_bundle
-from model.release.layout import has_model
+from model.store.bundle import Bundle, load_bundle
+from model.store.layout import has_model
 
 LONG = 100
 
@@ -160,7 +160,7 @@ def run(args: argparse.Namespace) -> dict[str, object]:
     quick = getattr(args, "quick", False)
     n_short, n_long = (51, 11) if quick else (401, 81)
     short, long = pairs_of(7, 2 * n_short), pairs_of(LONG, 2 * n_long)  # half for each way: no warm cache
-    bundle = load_bundle(default_model_dir(), models=False)
+    bundle = load_bundle(default_model_dir())
     out: dict[str, object] = {"couplets_7": n_short - 1, "couplets_100": n_long - 1}
     fn = check_of(bundle)
     out |= {f"check_7_{k}": v for k, v in timed(fn, short[:n_short]).items()}

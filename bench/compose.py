@@ -24,7 +24,7 @@ from duilian.engine import Engine, set_decode_threads
 from duilian.service import LoadedModel
 from model.decoding.options import SERVE_INT8, SERVE_RUNTIME
 from model.decoding.plan import ConstraintError
-from model.release.layout import has_model
+from model.store.layout import has_model
 
 N = 3
 

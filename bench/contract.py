@@ -23,7 +23,7 @@ from pathlib import Path
 from bench._mixed_load import start
 from crawler.localredis import stop_process
 from data.paths import ROOT, default_model_dir, work_dir
-from model.release.layout import has_model
+from model.store.layout import has_model
 
 SCHEMATHESIS = Path(sys.executable).with_name("schemathesis")
 SERVER = {

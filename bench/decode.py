@@ -27,20 +27,27 @@ import os
 import statistics
 import tempfile
 import time
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import cast
 
 import torch
 
+from data.pairing import PairingTable
 from data.paths import ROOT, corpus_dir, data_dir, default_model_dir, graph_cache_dir
 from data.vocab import Vocab
-from duilian.engine import Engine, bundle_reranker, set_decode_threads
+from duilian.engine import set_decode_threads
 from model.decoding.decoder import Decoder
 from model.decoding.options import DIVERSE_PENALTY, SERVE_INT8, SERVE_RUNTIME, DecodeOptions
 from model.decoding.plan import ConstraintError
+from model.decoding.reranking import Reranker
+from model.export.engines import torch_decoder
+from model.export.models import models_of
 from model.net.tagger import CoupletTagger
 from model.net.transformer import CoupletTransformer, ModelConfig
+from model.release.eval_decode import bundle_reranker_at
+from model.store.bundle import load_bundle
+from model.store.layout import has_model
 from model.training.presets import PRESETS
 
 FIXTURE = ROOT / "tests" / "model" / "fixtures" / "couplets50.tsv"
@@ -58,31 +65,37 @@ def upper_lines(column: int = 0) -> tuple[list[str], str]:
 
 def reverse_decoder() -> Decoder | None:
     """The shipped bundle's reverse model as served (None without one)."""
-    from model.release.bundle import load_bundle
-    from model.release.layout import has_model
-
     if not has_model(default_model_dir()):
         return None
     b = load_bundle(default_model_dir())
-    if b.reverse is None:
+    reverse = models_of(b).reverse
+    if reverse is None:
         return None
     pairing = None if b.pairing is None else b.pairing.swapped()
-    return Decoder(
-        b.reverse, b.vocab, SERVE_INT8, runtime=SERVE_RUNTIME, pairing=pairing, graph_cache=graph_cache_dir()
+    cache = graph_cache_dir()
+    return torch_decoder(
+        reverse, b.vocab, SERVE_INT8, runtime=SERVE_RUNTIME, pairing=pairing, graph_cache=cache
     )
 
 
-def load_decoder() -> tuple[Decoder, str]:
-    """The encoder-decoder alone (its proposer, if the bundle has one, is the ``proposer`` attribute)."""
-    from model.release.bundle import load_bundle
-    from model.release.layout import has_model
+@dataclass
+class Loaded:
+    """The encoder-decoder and what the site decodes it with."""
 
+    model: CoupletTransformer
+    vocab: Vocab
+    proposer: CoupletTagger | None = None
+    pairing: PairingTable | None = None
+    reranker: Reranker | None = None
+
+
+def load_decoder() -> tuple[Loaded, str]:
+    """The shipped bundle's models, else a random model of the ``cpu`` preset's size."""
     if has_model(default_model_dir()):
         b = load_bundle(default_model_dir())
-        reranker = bundle_reranker(b, Engine(SERVE_INT8, SERVE_RUNTIME, graph_cache_dir()))
-        decoder = Decoder(b.model, b.vocab, pairing=b.pairing, reranker=reranker)
-        decoder.proposer = b.proposer
-        return decoder, "shipped"
+        models = models_of(b)
+        model = cast(CoupletTransformer, models.model)
+        return Loaded(model, b.vocab, models.proposer, b.pairing, bundle_reranker_at(b.path)), "shipped"
     spm = data_dir() / "spm.model"
     if spm.is_file():
         vocab = Vocab.from_file(spm)
@@ -92,16 +105,16 @@ def load_decoder() -> tuple[Decoder, str]:
     preset = json.loads(PRESET.read_text())["model"]
     torch.manual_seed(0)
     cfg = ModelConfig.from_dict({**preset, "vocab_size": max(8000, len(vocab))})
-    return Decoder(CoupletTransformer(cfg).eval(), vocab), "random (cpu preset size)"
+    return Loaded(CoupletTransformer(cfg).eval(), vocab), "random (cpu preset size)"
 
 
-def proposer_for(decoder: Decoder) -> tuple[CoupletTagger, str]:
+def proposer_for(loaded: Loaded) -> tuple[CoupletTagger, str]:
     """The bundle's proposer, else a random tagger of the ``tagger`` preset's size."""
-    if decoder.proposer is not None:
-        return decoder.proposer, "shipped"
+    if loaded.proposer is not None:
+        return loaded.proposer, "shipped"
     preset = json.loads(TAGGER_PRESET.read_text())["model"]
     torch.manual_seed(0)
-    cfg = ModelConfig.from_dict({**preset, "vocab_size": decoder.model.cfg.vocab_size})
+    cfg = ModelConfig.from_dict({**preset, "vocab_size": loaded.model.cfg.vocab_size})
     return CoupletTagger(cfg).eval(), "random (tagger preset size)"
 
 
@@ -135,22 +148,23 @@ def percentile(values: list[float], q: float) -> float:
 def run(args: argparse.Namespace) -> dict[str, object]:
     quick = bool(getattr(args, "quick", False))
     threads = torch.get_num_threads()
-    decoder, model_kind = load_decoder()
-    proposer, proposer_kind = proposer_for(decoder)
-    decoder.proposer = None
-    model = cast(CoupletTransformer, decoder.model)
-    cache = graph_cache_dir()
-    served = Decoder(
+    loaded, model_kind = load_decoder()
+    proposer, proposer_kind = proposer_for(loaded)
+    model, vocab, pairing, cache = loaded.model, loaded.vocab, loaded.pairing, graph_cache_dir()
+    decoder = torch_decoder(model, vocab, pairing=pairing, reranker=loaded.reranker)  # eager fp32, alone
+    served = torch_decoder(
         model,
-        decoder.vocab,
+        vocab,
         SERVE_INT8,
         proposer,
         runtime=SERVE_RUNTIME,
+        pairing=pairing,
         graph_cache=cache,
-        reranker=decoder.reranker,
+        reranker=loaded.reranker,
     )
-    other = Decoder(model, decoder.vocab, not SERVE_INT8, proposer, runtime=SERVE_RUNTIME, graph_cache=cache)
-    served.pairing = other.pairing = decoder.pairing  # the bundle's pairing table, as served
+    other = torch_decoder(
+        model, vocab, not SERVE_INT8, proposer, runtime=SERVE_RUNTIME, pairing=pairing, graph_cache=cache
+    )
     normal = DecodeOptions(n_best=10)
     variants = {
         "": (served, normal),
@@ -160,11 +174,10 @@ def run(args: argparse.Namespace) -> dict[str, object]:
         "fast_": (served, replace(normal, fast=True)),
         "model_only_": (decoder, normal),
     }
-    if decoder.reranker is not None:  # what the bundle's reranker costs: the served search without it
+    if loaded.reranker is not None:  # what the bundle's reranker costs: the served search without it
         variants["no_rerank_"] = (served, replace(normal, rerank_weight=0.0))
     if SERVE_RUNTIME != "torch":
-        variants["torch_"] = (Decoder(model, decoder.vocab, SERVE_INT8, proposer), normal)
-        variants["torch_"][0].pairing = decoder.pairing
+        variants["torch_"] = (torch_decoder(model, vocab, SERVE_INT8, proposer, pairing=pairing), normal)
     uppers, source = upper_lines()
     n = 100 if quick else 1000
     first = DecodeOptions(n_best=10, required_first="春")
@@ -174,7 +187,7 @@ def run(args: argparse.Namespace) -> dict[str, object]:
     figures["served_int8"] = SERVE_INT8
     figures["served_runtime"] = SERVE_RUNTIME
     figures["proposer"] = proposer_kind
-    figures["params_m"] = round(sum(p.numel() for p in decoder.model.parameters()) / 1e6, 2)
+    figures["params_m"] = round(sum(p.numel() for p in model.parameters()) / 1e6, 2)
     blas = set_decode_threads(1)  # one thread per request: the service runs decodes side by side
     try:
         for name, (dec, options) in variants.items():

@@ -27,7 +27,7 @@ from duilian.engine import Engine, set_decode_threads
 from duilian.inputs import Query
 from duilian.service import LoadedModel
 from model.decoding.options import SERVE_INT8, SERVE_RUNTIME
-from model.release.layout import has_model
+from model.store.layout import has_model
 
 TARGETS = (40, 60, 100)
 

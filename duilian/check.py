@@ -29,10 +29,10 @@ from data.segment import FirstCharDictionary, boundaries, write_dictionary
 from data.text import is_punct
 from data.tones import Tone, line_tones, mark, opposed
 from duilian.suggestions import NO_MODEL, Suggestions, unavailable
-from model.release.fingerprint import normalise
+from model.store.fingerprint import normalise
 
 if TYPE_CHECKING:
-    from model.release.bundle import Bundle
+    from model.store.bundle import Bundle
 
 
 class Library(Protocol):
@@ -231,7 +231,7 @@ def known_couplet(
     upper: str, lower: str, lowers: Sequence[str], in_training: bool, shown: Sequence[str] | None = None
 ) -> KnownCouplet:
     """``lowers``: every known lower line of ``upper``; the couplet is known when one of them is
-    the lower line whatever the punctuation (``model.release.fingerprint.normalise``). ``shown``:
+    the lower line whatever the punctuation (``model.store.fingerprint.normalise``). ``shown``:
     the ones to list (the service's, through its word filters), by default the first five."""
     want = normalise(lower)
     return KnownCouplet(

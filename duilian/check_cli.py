@@ -90,8 +90,8 @@ def check(upper: str, lower: str, mode: str, model: Path | None, suggest: bool =
     from duilian.engine import Engine, set_decode_threads
     from duilian.service import Library, LoadedModel
     from model.decoding.options import SERVE_INT8, SERVE_RUNTIME
-    from model.release.bundle import load_bundle
-    from model.release.layout import has_model
+    from model.store.bundle import load_bundle
+    from model.store.layout import has_model
 
     folder = model or default_model_dir()
     if not has_model(folder):
@@ -100,7 +100,7 @@ def check(upper: str, lower: str, mode: str, model: Path | None, suggest: bool =
         )
     try:
         if not suggest:
-            return check_with(Library(load_bundle(folder, lazy=True, models=False)), upper, lower, mode)
+            return check_with(Library(load_bundle(folder, lazy=True)), upper, lower, mode)
         engine = Engine(SERVE_INT8, SERVE_RUNTIME, graph_cache_dir())
         loaded = LoadedModel.load(folder, None, engine, warm=False, lazy=True)
         set_decode_threads(1)  # as the site's decode workers

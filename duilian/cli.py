@@ -279,7 +279,7 @@ def read_answer(found: dict[str, Any]) -> Answer:
 
 def answer(model: LoadedModel, q: Query) -> Answer:
     from model.decoding.plan import ConstraintError
-    from model.release.fingerprint import KnownLinesError
+    from model.store.fingerprint import KnownLinesError
 
     try:
         return model.answer(q)

@@ -29,8 +29,8 @@ from pathlib import Path
 
 from data.paths import cache_dir
 from data.text import is_han
-from model.release.bundle import Bundle
-from model.release.layout import file_sha256, known_file, read_manifest
+from model.store.bundle import Bundle
+from model.store.layout import file_sha256, known_file, read_manifest
 
 log = logging.getLogger(__name__)
 PER_KEY = 8  # lines kept for one shape and first character

@@ -10,7 +10,7 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any
 
 from data.sensitive import SensitiveFilter
 from model.decoding.blocked import BlockedWords
@@ -18,7 +18,7 @@ from model.decoding.decoder import Decoder
 from model.decoding.onnx_engine import OnnxTagger, OnnxTransformer
 from model.decoding.options import Runtime
 from model.decoding.reranking import Reranker
-from model.release.bundle import (
+from model.store.bundle import (
     Bundle,
     decoder_graph_keys,
     head_weight_t,
@@ -26,10 +26,6 @@ from model.release.bundle import (
     scorer_graph_key,
     scorer_weight,
 )
-
-if TYPE_CHECKING:
-    from model.net.checkpoint import CoupletModel
-    from model.net.scorer import PairScorer
 
 
 @dataclass(frozen=True)
@@ -88,7 +84,7 @@ def build_decoder(
     role = "reverse" if reverse else "model"
     with_proposer = bundle.has_proposer and not reverse
     keys = decoder_graph_keys(bundle, reverse)
-    reranker = None if reverse else bundle_reranker(bundle, engine)
+    reranker = None if reverse else cached_reranker(bundle, engine)
     if engine.runtime == "onnx" and engine.graph_cache is not None and keys[0] is not None:
         cache = engine.graph_cache
         model = OnnxTransformer.cached(model_config(bundle.path, role), keys[0], cache, engine.int8)
@@ -97,31 +93,21 @@ def build_decoder(
             proposer = OnnxTagger.cached(model_config(bundle.path, "proposer"), keys[1], cache, engine.int8)
         if model is not None and (proposer is not None or not with_proposer):
             head_t = head_weight_t(bundle.path) if proposer is not None else None
-            return Decoder.from_engines(model, bundle.vocab, proposer, head_t, pairing, blocked, reranker)
-    return Decoder(
-        cast("CoupletModel", bundle.reverse if reverse else bundle.model),
-        bundle.vocab,
-        int8=engine.int8,
-        proposer=bundle.proposer if with_proposer else None,
-        runtime=engine.runtime,
-        pairing=pairing,
-        graph_cache=engine.graph_cache,
-        blocked=blocked,
-        graph_keys=keys,
-        reranker=reranker,
+            if reranker is not None or not bundle.has_scorer or reverse:
+                return Decoder(model, bundle.vocab, proposer, head_t, pairing, blocked, reranker)
+    # PyTorch only here: the bundle's models are read and their graphs exported (and cached)
+    from model.export.models import decoder_from_models
+
+    return decoder_from_models(
+        bundle, engine.int8, engine.runtime, engine.graph_cache, pairing, blocked, reverse
     )
 
 
-def bundle_reranker(bundle: Bundle, engine: Engine) -> Reranker | None:
-    """The bundle's reranker (model/decoding/reranking.py), None when it has no scorer: its graph
-    from the cache when it is there (no PyTorch), else exported from the scorer (and cached)."""
+def cached_reranker(bundle: Bundle, engine: Engine) -> Reranker | None:
+    """The bundle's reranker (model/decoding/reranking.py) from its cached graph, None when the
+    bundle has no scorer or its graph is not cached (then ``build_decoder`` exports it)."""
     key = scorer_graph_key(bundle)
-    if key is None:
+    if key is None or engine.graph_cache is None:
         return None
-    weight = scorer_weight(bundle.path)
-    if engine.graph_cache is not None:
-        cfg = model_config(bundle.path, "scorer")
-        found = Reranker.cached(cfg, key, engine.graph_cache, bundle.vocab, weight)
-        if found is not None:
-            return found
-    return Reranker.of(cast("PairScorer", bundle.scorer), bundle.vocab, engine.graph_cache, key, weight)
+    cfg = model_config(bundle.path, "scorer")
+    return Reranker.cached(cfg, key, engine.graph_cache, bundle.vocab, scorer_weight(bundle.path))

@@ -30,7 +30,7 @@ def load(args: argparse.Namespace) -> LoadedModel:
     from duilian.engine import Engine, set_decode_threads
     from duilian.service import LoadedModel
     from model.decoding.options import SERVE_INT8, SERVE_RUNTIME
-    from model.release.layout import WEIGHTS_FILE, has_model, missing_model
+    from model.store.layout import WEIGHTS_FILE, has_model, missing_model
 
     folder: Path = args.model or default_model_dir()
     if not has_model(folder):

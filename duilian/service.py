@@ -44,8 +44,8 @@ from model.decoding.answer import Alternatives, Answer, Banner, Candidate
 from model.decoding.decoder import Decoder
 from model.decoding.options import ALTERNATIVE_POOL, DIVERSE_PENALTY, MAX_CANDIDATES, DecodeOptions
 from model.decoding.plan import ConstraintError
-from model.release.bundle import Bundle, load_bundle, model_meta
-from model.release.layout import WEIGHTS_FILE
+from model.store.bundle import Bundle, load_bundle, model_meta
+from model.store.layout import WEIGHTS_FILE
 
 log = logging.getLogger(__name__)
 RECHECK = 1.0  # seconds between looks at the 横批 table's file
@@ -208,8 +208,7 @@ class LoadedModel(Library):
         decode builds on first use are built now, not in the first request); ``lazy``: the bundle's
         known lower lines read on first use (``load_bundle``). On ONNX Runtime with a graph
         cache the PyTorch models are read only if the graphs must be exported (``build_decoder``)."""
-        models = not (engine.runtime == "onnx" and engine.graph_cache is not None)
-        model = cls(load_bundle(path, lazy=lazy, models=models), extra_filter, engine, banners)
+        model = cls(load_bundle(path, lazy=lazy), extra_filter, engine, banners)
         if warm:
             tones.warm()  # a line whose tones need pypinyin's phrases must not stall a request
             model.answer_batch([Query("春风得意", 1)], 0)

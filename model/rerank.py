@@ -15,9 +15,8 @@ from pathlib import Path
 
 from data.paths import default_model_dir, graph_cache_dir
 from model.decoding.reranking import DEFAULT_WEIGHT, Reranker
-from model.net.config import ModelConfig
-from model.release.bundle import load_bundle, model_config
-from model.release.layout import BundleError
+from model.export.engines import reranker_of
+from model.export.scorer import add_scorer, model_embedding, trained_scorer
 from model.release.rerank import (
     chosen_weight,
     read_nbest,
@@ -27,7 +26,9 @@ from model.release.rerank import (
     weight_table,
     write_nbest,
 )
-from model.release.scorer import add_scorer, model_embedding, trained_scorer
+from model.spec.config import ModelConfig
+from model.store.bundle import load_bundle, model_config
+from model.store.layout import BundleError
 from model.training.rerank import ScorerTraining, read_groups, scorer_config, train_scorer
 
 
@@ -42,7 +43,7 @@ def _nbest(args: argparse.Namespace) -> int:
 
 
 def _train(args: argparse.Namespace) -> int:
-    bundle = load_bundle(args.bundle, models=False)
+    bundle = load_bundle(args.bundle)
     cfg: ModelConfig = scorer_config(model_config(bundle.path, "model"), layers=args.layers)
     spec = ScorerTraining(steps=args.steps, threads=args.threads)
     best = train_scorer(
@@ -60,8 +61,8 @@ def _train(args: argparse.Namespace) -> int:
 
 
 def _scorer_of(args: argparse.Namespace) -> Reranker:
-    bundle = load_bundle(args.bundle, models=False)
-    return Reranker.of(trained_scorer(bundle.path, Path(args.trained)), bundle.vocab, graph_cache_dir())
+    bundle = load_bundle(args.bundle)
+    return reranker_of(trained_scorer(bundle.path, Path(args.trained)), bundle.vocab, graph_cache_dir())
 
 
 def _weights(args: argparse.Namespace) -> int:

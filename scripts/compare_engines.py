@@ -24,6 +24,7 @@ from data.paths import corpus_dir, default_model_dir
 from duilian.engine import Engine
 from duilian.inputs import Query
 from duilian.service import LoadedModel
+from model.export.models import models_of
 from model.release.metrics import perplexity
 
 
@@ -71,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
         exact = exact or model
         found[name] = tops(model, uppers)
     if args.torchscript:
-        import model.decoding.onnx_export as onnx_export
+        import model.export.onnx_export as onnx_export
 
         exporter, onnx_export._export = onnx_export._export, torchscript_export  # type: ignore[assignment]
         try:
@@ -88,7 +89,9 @@ def main(argv: list[str] | None = None) -> int:
                 sum(a == b for a, b in zip(lines_, found["eager_fp32"], strict=True)) / n, 4
             ),
             "eager_fp32_perplexity_of_tops": perplexity(
-                bundle.model, bundle.vocab, [(u, t) for u, t in zip(uppers, lines_, strict=True) if t]
+                models_of(bundle).model,
+                bundle.vocab,
+                [(u, t) for u, t in zip(uppers, lines_, strict=True) if t],
             ),
         }
         for name, lines_ in found.items()

@@ -12,10 +12,11 @@ from data.paths import default_model_dir, graph_cache_dir
 from duilian.engine import blocked_words, set_decode_threads
 from duilian.inputs import Query
 from duilian.service import decode_options
-from model.decoding.decoder import Decoder
 from model.decoding.options import SERVE_INT8, SERVE_RUNTIME
+from model.export.engines import torch_decoder
+from model.export.models import models_of
 from model.net.checkpoint import load_model
-from model.release.bundle import load_bundle
+from model.store.bundle import load_bundle
 
 ckpt, lines_file, out = Path(sys.argv[1]), Path(sys.argv[2]), Path(sys.argv[3])
 set_decode_threads(1)
@@ -25,12 +26,12 @@ assert vocab.pieces == bundle.vocab.pieces
 new = new.half().float().eval()
 uppers = [line.split("\t")[0] for line in lines_file.read_text(encoding="utf-8").splitlines() if line]
 out.mkdir(parents=True, exist_ok=True)
-for name, model in (("ft", new), ("shipped", bundle.model)):
-    dec = Decoder(
+for name, model in (("ft", new), ("shipped", models_of(bundle).model)):
+    dec = torch_decoder(
         model,
         bundle.vocab,
         int8=SERVE_INT8,
-        proposer=bundle.proposer,
+        proposer=models_of(bundle).proposer,
         runtime=SERVE_RUNTIME,
         pairing=bundle.pairing,
         blocked=blocked_words(bundle, None),

@@ -5,9 +5,11 @@ under ``TYPE_CHECKING``), counted. ``python scripts/import_graph.py`` prints the
 Two orders are checked. Between the project's parts: data/ at the bottom, the crawler and
 the model on it, the in-process service and the command line (duilian/) on the model, the
 site (serve/) on that, the benchmarks on top. Inside model/, its layers
-(docs/ARCHITECTURE.md, "Model layers"): ``model.net`` at the bottom, ``model.training`` and
-``model.decoding`` on it (siblings: neither imports the other), ``model.release`` on both,
-and the command-line entry modules (``model.train``, ``model.evaluate``...) on top.
+(docs/ARCHITECTURE.md, "Model layers", ``MODEL_LAYERS``): ``model.spec`` at the bottom,
+``model.net`` and ``model.decoding`` on it (siblings: neither imports the other),
+``model.training`` and ``model.store`` on those, ``model.export`` on them, ``model.release`` on
+all, and the command-line entry modules (``model.train``, ``model.evaluate``...) on top. And
+which parts import PyTorch (``PYTORCH``): one that does not never imports one that does.
 """
 
 from __future__ import annotations
@@ -25,8 +27,16 @@ ORDER = {"data": 0, "crawler": 1, "model": 1, "duilian": 2, "serve": 3, "bench":
 
 
 # model/'s layers; a module of model/ outside them (an entry module) sits above them all
-MODEL_LAYERS = {"model.net": 0, "model.training": 1, "model.decoding": 1, "model.release": 2}
-ENTRY = 3
+MODEL_LAYERS = {
+    "model.spec": 0,  # what the nets and the engines agree on: configuration, capabilities
+    "model.net": 1,  # the PyTorch modules
+    "model.decoding": 1,  # the search, on ONNX Runtime and numpy (never imports model.net)
+    "model.training": 2,  # on model.net
+    "model.store": 2,  # reading a bundle, on model.decoding's tables
+    "model.export": 3,  # PyTorch models to and from ONNX graphs, engines and bundle files
+    "model.release": 4,  # evaluation, cards, blind sheets, writing and finishing bundles
+}
+ENTRY = 5
 # The deferred imports of model/ that are there for a reason other than a circle, each with it.
 ALLOWED_DEFERRED = {
     ("model.train", "model.release.finish"): "the release steps need pypinyin and pyahocorasick, "
@@ -35,34 +45,35 @@ ALLOWED_DEFERRED = {
     "`model.ship finish` here",
 }
 
-# Modules that import PyTorch, and the modules on the serving path that import them only where
-# a model is read, written or exported (inside a function, or for type checking): a decoder on
-# cached ONNX graphs, the command line's and a decode worker's, imports no PyTorch
-# (docs/ARCHITECTURE.md, "Decoding").
-TORCH_MODULES = {
-    "model.net.checkpoint",
-    "model.net.scorer",
-    "model.net.tagger",
-    "model.net.transformer",
-    "model.decoding.quantize",
-    "model.decoding.torch_engine",
-    "model.decoding.onnx_export",
-    "model.decoding.onnx_templates",
-    "model.release.scorer",
+# PyTorch on one side (docs/ARCHITECTURE.md, "PyTorch on one side"): whether each part imports
+# it. A part that does not never imports PyTorch nor a part that does, but for the deferred
+# imports listed in TORCH_ON_DEMAND.
+PYTORCH = {
+    "data": False,
+    "crawler": False,
+    "model.spec": False,
+    "model.net": True,
+    "model.decoding": False,
+    "model.training": True,
+    "model.store": False,
+    "model.export": True,
+    "model.release": True,
+    "model": True,  # the entry modules (python -m model.train, model.bundle ...)
+    "duilian": False,
+    "serve": False,
+    "bench": True,
 }
-TORCH_FREE = {
-    "model.release.weights": "reads configurations and arrays; builds a model only when asked to",
-    "model.release.bundle": "reads a bundle's other files; its models on first use",
-    "model.decoding.decoder": "runs ONNX engines; names PyTorch's model classes only for type checking",
-    "model.decoding.engines": "runs ONNX engines; wraps or copies a PyTorch model when given one",
-    "model.decoding.onnx_engine": "runs cached graphs (onnx_graphs); exports (onnx_export) only on a miss",
-    "model.decoding.reranking": "runs the scorer's cached graph; exports (onnx_export) only on a miss",
+TORCH_PACKAGES = ("torch", "safetensors.torch")
+TORCH_ON_DEMAND = {
+    ("duilian.engine", "model.export.models"): "a decoder whose graphs are not cached yet: its "
+    "models are read into PyTorch and their graphs exported, once per model and machine",
 }
 
 
-def torch_deferred(item: tuple[str, str, str]) -> bool:
-    """Whether a deferred import is a serving module's import of PyTorch (``TORCH_FREE``)."""
-    return item[0] in TORCH_FREE and item[1] in TORCH_MODULES
+def part(module: str) -> str:
+    """The key of ``PYTORCH`` a project module belongs to (``model.store``, ``duilian`` ...)."""
+    top = module.split(".")[0]
+    return model_layer(module) if top == "model" else top
 
 
 def model_layer(module: str) -> str:
@@ -89,6 +100,7 @@ def _may_import(a: str, b: str) -> bool:
 class Graph:
     edges: dict[str, set[str]] = field(default_factory=dict)  # module -> modules, imported at the top
     deferred: list[tuple[str, str, str]] = field(default_factory=list)  # (module, imported, where)
+    external: list[tuple[str, str, str]] = field(default_factory=list)  # the same, other packages
 
     def all_edges(self) -> dict[str, set[str]]:
         out = {k: set(v) for k, v in self.edges.items()}
@@ -130,12 +142,23 @@ class Graph:
         return [d for d in self.deferred if d[0].split(".")[0] == package]
 
     def unjustified_deferred(self, package: str = "model") -> list[tuple[str, str, str]]:
-        """Deferred imports of ``package`` that ALLOWED_DEFERRED or TORCH_FREE does not explain."""
-        return [
-            d
-            for d in self.deferred_in(package)
-            if (d[0], d[1]) not in ALLOWED_DEFERRED and not torch_deferred(d)
-        ]
+        """Deferred imports of ``package`` that ALLOWED_DEFERRED does not explain."""
+        return [d for d in self.deferred_in(package) if (d[0], d[1]) not in ALLOWED_DEFERRED]
+
+    def torch_crossings(self) -> list[tuple[str, str]]:
+        """(module, import) where a part without PyTorch (``PYTORCH``) imports PyTorch or a
+        part with it, at the top or in a function (not for type checking), less
+        ``TORCH_ON_DEMAND``."""
+        found = set()
+        imports = [(a, b, "top") for a, bs in self.edges.items() for b in bs] + self.deferred + self.external
+        for a, b, where in imports:
+            if where == "TYPE_CHECKING" or PYTORCH[part(a)] or (a, b) in TORCH_ON_DEMAND:
+                continue
+            outside = b.split(".")[0] not in PACKAGES
+            torch = any(b == t or b.startswith(t + ".") for t in TORCH_PACKAGES)
+            if (outside and torch) or (not outside and PYTORCH[part(b)]):
+                found.add((a, b))
+        return sorted(found)
 
     def upward(self) -> list[tuple[str, str]]:
         """Imports of a higher part or layer, or of a sibling on the same level (the crawler
@@ -177,6 +200,8 @@ def read_graph(root: Path) -> Graph:
                 targets = [f"{node.module}.{a.name}" for a in node.names]
             else:
                 continue
+            where = "top" if id(node) in top else "TYPE_CHECKING" if id(node) in typing_only else "function"
+            graph.external += [(name, t, where) for t in targets if t.split(".")[0] not in PACKAGES]
             for target in {resolve(t) for t in targets} - {"", name}:
                 if id(node) in top:
                     graph.edges.setdefault(name, set()).add(target)
@@ -202,6 +227,10 @@ def main() -> int:
             why = ALLOWED_DEFERRED.get((a, b)) if package == "model" else None
             print(f"  {a} -> {b} ({where})" + (f": {why}" if why else ""))
     print(f"deferred imports in model/ without a listed reason: {len(graph.unjustified_deferred())}")
+    crossings = graph.torch_crossings()
+    print(f"imports of PyTorch, or of a part with it, from a part without it: {len(crossings)}")
+    for a, b in crossings:
+        print(f"  {a} -> {b}")
     layers: dict[tuple[str, str], int] = {}
     for a, bs in graph.edges.items():
         for b in bs:

@@ -22,7 +22,7 @@ from data.segment import boundaries
 from duilian.engine import Engine
 from duilian.inputs import Query
 from duilian.service import LoadedModel, allow_list
-from model.release.bundle import load_bundle
+from model.store.bundle import load_bundle
 
 
 def main() -> None:

@@ -9,7 +9,7 @@ from typing import get_args
 
 from pydantic import ValidationError
 
-from model.release.layout import has_model, missing_model
+from model.store.layout import has_model, missing_model
 from serve.logs import LogLevel, configure_logging
 from serve.settings import Settings, settings_problems
 
@@ -28,9 +28,9 @@ def preflight(settings: Settings) -> str:
     (or a proposer that does not fit the model), a feedback store that cannot be reached."""
     from sqlalchemy.exc import SQLAlchemyError
 
-    from model.release.bundle import check_models
-    from model.release.fingerprint import FingerprintIndex, KnownLowers
-    from model.release.layout import FINGERPRINTS_FILE, known_file, verify_bundle
+    from model.store.bundle import check_models
+    from model.store.fingerprint import FingerprintIndex, KnownLowers
+    from model.store.layout import FINGERPRINTS_FILE, known_file, verify_bundle
     from serve.db import make_engine
 
     try:

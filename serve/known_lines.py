@@ -4,7 +4,7 @@ Built once from an ``upper<TAB>lower`` file (plain or gzip) that stays in memory
 the index is a sorted array of upper-line hashes beside the offsets of their lines
 (about 16 bytes a pair), so 740,000 pairs cost tens of megabytes, not a dict of strings.
 An upper line is keyed by its characters alone, as the bundle's index keys it
-(``model.release.fingerprint.normalise``): a line typed without its commas finds its pairs.
+(``model.store.fingerprint.normalise``): a line typed without its commas finds its pairs.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from model.release.fingerprint import normalise
+from model.store.fingerprint import normalise
 
 log = logging.getLogger(__name__)
 _UPPER = re.compile(rb"^([^\t\n]+)\t", re.M)

@@ -25,7 +25,7 @@ from duilian.inputs import AlternativesQuery, Query
 from duilian.service import Library, LoadedModel
 from duilian.suggestions import Suggestions
 from model.decoding.answer import Alternatives, Answer
-from model.release.bundle import load_bundle
+from model.store.bundle import load_bundle
 from serve.logs import NO_REQUEST, REQUEST_ID, LogSetup, configure_logging
 
 log = logging.getLogger(__name__)
@@ -138,9 +138,10 @@ PRELOAD = "serve.worker_preload"  # what the forkserver imports once, for every 
 
 def _context() -> multiprocessing.context.BaseContext:
     """Workers are forked from a forkserver (a fresh process that only imports; never a fork
-    of this server, which runs threads) that has imported torch, the service and jieba's
-    dictionary once (serve/worker_preload.py; not ONNX Runtime, whose import starts threads):
-    a replacement worker skips about four seconds of imports."""
+    of this server, which runs threads) that has imported the service and jieba's dictionary
+    once (serve/worker_preload.py; not ONNX Runtime, whose import starts threads, nor PyTorch,
+    which a worker needs only to export graphs the cache lacks): a replacement worker skips
+    those imports."""
     context = multiprocessing.get_context("forkserver")
     context.set_forkserver_preload([PRELOAD])
     return context
@@ -248,7 +249,7 @@ class PooledModel(Library):
         logs: LogSetup | None = None,
         banners: Path | None = None,
     ) -> None:
-        super().__init__(load_bundle(path, models=False), extra, banners)
+        super().__init__(load_bundle(path), extra, banners)
         self.processes, self.restart_wait = processes, restart_wait
         self._start_args = (path, extra, engine, threads, logs)
         self.restarts = 0  # workers started after one died

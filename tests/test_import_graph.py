@@ -1,11 +1,13 @@
 """The import rule, read from the sources: the data stage and the crawler never import the
 model or the service (the rule checks they share with the decoder live in data/); inside
-model/, a layer imports only the layers under it (net < training, decoding < release <
-the entry modules), with no circle and no deferred import but the listed ones."""
+model/, a layer imports only the layers under it (scripts/import_graph.py's MODEL_LAYERS),
+with no circle and no deferred import but the listed ones; and the parts that serve never
+import PyTorch (``PYTORCH``)."""
 
 from __future__ import annotations
 
 import importlib.util
+import subprocess
 import sys
 from pathlib import Path
 
@@ -30,11 +32,42 @@ def test_no_import_circles() -> None:
 
 def test_model_defers_no_import_but_the_listed_ones() -> None:
     assert GRAPH.unjustified_deferred("model") == []
-    deferred = GRAPH.deferred_in("model")
-    torch = [d for d in deferred if import_graph.torch_deferred(d)]
-    assert len(deferred) - len(torch) == len(import_graph.ALLOWED_DEFERRED) == 2
-    # every serving module listed defers PyTorch somewhere (no stale entry)
-    assert {d[0] for d in torch} == set(import_graph.TORCH_FREE)
+    assert len(GRAPH.deferred_in("model")) == len(import_graph.ALLOWED_DEFERRED) == 2
+
+
+def test_pytorch_stays_on_its_side() -> None:
+    """Each part says whether it imports PyTorch (``PYTORCH``, a line a part); one that does
+    not imports neither PyTorch nor a part that does, but where TORCH_ON_DEMAND says why."""
+    parts = {import_graph.part(m) for m in import_graph.modules(ROOT)}
+    assert parts == set(import_graph.PYTORCH)
+    assert GRAPH.torch_crossings() == []
+    deferred = {(a, b) for a, b, where in GRAPH.deferred if where == "function"}
+    assert set(import_graph.TORCH_ON_DEMAND) <= deferred  # no stale entry
+
+
+def test_a_part_without_pytorch_that_imports_it_is_found() -> None:
+    graph = import_graph.Graph(
+        edges={"model.decoding.x": {"model.export.y", "model.store.z"}, "model.export.y": {"model.net.w"}},
+        deferred=[("serve.a", "model.net.b", "function"), ("serve.c", "model.net.d", "TYPE_CHECKING")],
+        external=[("model.store.z", "torch.nn", "top"), ("model.store.z", "torchaudio", "top")],
+    )
+    assert graph.torch_crossings() == [
+        ("model.decoding.x", "model.export.y"),
+        ("model.store.z", "torch.nn"),
+        ("serve.a", "model.net.b"),
+    ]
+
+
+def test_the_parts_without_pytorch_import_without_it() -> None:
+    """What the rule says, run: every module of the parts without PyTorch imported in a fresh
+    process leaves ``torch`` out of ``sys.modules``."""
+    names = sorted(m for m in import_graph.modules(ROOT) if not import_graph.PYTORCH[import_graph.part(m)])
+    names = [m for m in names if not m.endswith("__main__") and m != "serve.worker_preload"]
+    code = "import importlib, sys\n" + "".join(f"importlib.import_module({m!r})\n" for m in names)
+    code += "print(len(sys.modules), 'torch' in sys.modules)"
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split()[-1] == "False" and len(names) > 120
 
 
 def test_every_module_of_model_is_in_a_layer_or_an_entry() -> None:
@@ -55,16 +88,17 @@ def test_every_module_of_model_is_in_a_layer_or_an_entry() -> None:
 def test_model_layers_import_only_downward() -> None:
     edges = {
         "model.net.a": {"model.training.b", "data.vocab"},  # up
-        "model.training.b": {"model.decoding.c", "model.net.a"},  # a sibling
-        "model.decoding.c": {"model.release.d"},  # up
-        "model.release.d": {"model.net.a", "model.training.b", "model.decoding.c"},
+        "model.decoding.c": {"model.net.a", "model.release.d", "model.spec.e"},  # a sibling; up
+        "model.store.s": {"model.training.b", "model.decoding.c"},  # a sibling
+        "model.release.d": {"model.net.a", "model.training.b", "model.decoding.c", "model.export.x"},
         "model.train": {"model.release.d", "model.net.a"},
     }
     graph = import_graph.Graph(edges=edges)
     assert graph.upward() == [
+        ("model.decoding.c", "model.net.a"),
         ("model.decoding.c", "model.release.d"),
         ("model.net.a", "model.training.b"),
-        ("model.training.b", "model.decoding.c"),
+        ("model.store.s", "model.training.b"),
     ]
 
 

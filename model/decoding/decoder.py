@@ -1,6 +1,6 @@
 """The Decoder: lower lines for upper lines under the couplet rules.
 
-``Decoder(model, vocab)`` builds the per-vocabulary tables (tones, special pieces) once.
+``Decoder(engine, vocab)`` builds the per-vocabulary tables (tones, special pieces) once.
 ``generate(upper, options)`` plans the request (checking its constraints up front, see
 model/decoding/plan.py), fuses the position rules into one ``(N, L+1, V)`` table, runs a
 fixed-length beam search over the model's KV cache (model/decoding/search.py; with a proposer,
@@ -19,8 +19,7 @@ Shapes: N requests, K beams, B = N*K rows, L line length, V vocabulary.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
@@ -32,11 +31,9 @@ from data.vocab import Vocab
 from model.decoding.alternatives import Kept, alternatives_at
 from model.decoding.answer import FORWARD, REVERSE, Alternatives, Answer, judged, tone_marks
 from model.decoding.blocked import BlockedWords, NoBlockedWords
-from model.decoding.engines import as_engine, is_encoder_decoder, runtime_copy, transposed_head
 from model.decoding.long_lines import LONG_FROM, generate_long
 from model.decoding.model_view import ModelView
-from model.decoding.onnx_engine import OnnxTagger, OnnxTransformer
-from model.decoding.options import ALTERNATIVE_POOL, MAX_CANDIDATES, RUNTIMES, DecodeOptions, Runtime
+from model.decoding.options import ALTERNATIVE_POOL, MAX_CANDIDATES, DecodeOptions
 from model.decoding.plan import ConstraintError, Plan, plan_request
 from model.decoding.proposer_search import model_search, search_with_proposer
 from model.decoding.registers import in_register
@@ -44,60 +41,45 @@ from model.decoding.reranking import Reranker
 from model.decoding.score_rules import StepRule, Weights, build_rules, fuse
 from model.decoding.vocab_tables import PairingRows, VocabTables
 
-if TYPE_CHECKING:
-    from model.net.tagger import CoupletTagger
-    from model.net.transformer import CoupletTransformer
-
 __all__ = ["Decoder", "ModelView"]
 
 Tensor = np.ndarray  # (the search's arrays: float32 scores, int64 tokens)
 
 
 class Decoder:
-    """Lower lines for upper lines from a CoupletTransformer, under the couplet rules."""
+    """Lower lines for upper lines from a model's engine, under the couplet rules."""
 
     def __init__(
         self,
-        model: CoupletTransformer | CoupletTagger | OnnxTransformer | OnnxTagger,
+        model: Any,
         vocab: Vocab,
-        int8: bool = False,
-        proposer: CoupletTagger | OnnxTagger | None = None,
-        runtime: Runtime = "torch",
+        proposer: Any = None,
+        head_t: np.ndarray | None = None,
         pairing: PairingTable | None = None,
         blocked: BlockedWords | None = None,
-        graph_cache: Path | None = None,
-        graph_keys: tuple[str | None, str | None] = (None, None),
-        head_t: np.ndarray | None = None,
         reranker: Reranker | None = None,
     ) -> None:
-        """``model``, ``proposer``: PyTorch models, which the decoder copies for ``runtime``
-        (``torch``: eager PyTorch; ``onnx``: their graphs on ONNX Runtime,
-        model/decoding/onnx_engine.py, PyTorch's results in fp32 and faster steps:
-        docs/EXPERIMENTS.md §6), or ONNX engines already built (``OnnxTransformer.cached``: no
-        PyTorch in the process), kept as they are.
-        ``int8``: copies whose linear layers run in int8 (dynamic quantisation, faster steps on
-        a CPU for logits close to fp32's: docs/EXPERIMENTS.md §4).
-        ``proposer``: an encoder-only model for the fast mode (``DecodeOptions.fast``): the
+        """``model``: the engine of an encoder-decoder or a tagger (arrays in, arrays out:
+        ``OnnxTransformer`` from its cached graphs, or model/export/engines.py's copies of a
+        PyTorch model, whose ``torch_decoder`` builds a Decoder of PyTorch models).
+        ``proposer``: a tagger's engine for the fast mode (``DecodeOptions.fast``): the
         rule-bound search runs over its one-pass distributions (no decoder steps), and
         ``model`` rescores its ``proposals`` best lines in one teacher-forced pass, which
         decides the order. Without ``fast`` the search runs on the encoder-decoder's own
         steps, with the proposer's one-pass log-probabilities as a second opinion
         (``ensemble_weight``) and its top tokens as the shortlist the output layer scores
         (``shortlist``; the shortlisted output layer stays fp32). ``head_t``: that output
-        layer's weight, transposed (d, V); read off a PyTorch ``model``, given with engines.
+        layer's weight, transposed (d, V), needed with a proposer.
         ``pairing``: how well characters pair at one position (data/pairing.py), added to the
         search's scores with ``DecodeOptions.pairing_weight``.
         ``blocked``: words no candidate may complete (model/decoding/blocked.py), where they
         would be words of the line; locks that spell one raise ConstraintError.
-        ``graph_cache``: a folder where the ONNX runtime keeps its exported graphs between runs
-        (onnx_engine.GraphCache: the same bytes, so the same candidates, without the export),
-        under ``graph_keys`` (the model's and the proposer's; None: a digest of the model).
         ``reranker``: a scorer of whole couplets whose opinion reorders each answer's candidates
         (``DecodeOptions.rerank_weight``; model/decoding/reranking.py); not for a reverse model."""
-        if proposer is not None and not is_encoder_decoder(model):
+        if proposer is not None and model.cfg.kind == "tagger":
             raise ValueError("a proposer's candidates are rescored by an encoder-decoder model")
-        if runtime not in RUNTIMES:
-            raise ValueError(f"runtime must be one of {', '.join(RUNTIMES)}, got {runtime!r}")
+        if proposer is not None and head_t is None:
+            raise ValueError("a proposer's shortlists need the output layer's weight (head_t)")
         size = model.cfg.vocab_size
         if size < len(vocab):
             raise ValueError(f"model has {size} output ids but the vocabulary {len(vocab)}")
@@ -105,14 +87,9 @@ class Decoder:
             raise ValueError(
                 f"the blocked words are for {blocked.vocab_size} ids, the vocabulary has {len(vocab)}"
             )
-        if proposer is not None and head_t is None:
-            head_t = transposed_head(model)
-        # the models as given or their runtime copies; the search runs ``engine`` and
-        # ``proposer_engine``, the same models speaking arrays
-        self.model: Any = runtime_copy(model, int8, runtime, graph_cache, graph_keys[0])
-        self.proposer: Any = (
-            None if proposer is None else runtime_copy(proposer, int8, runtime, graph_cache, graph_keys[1])
-        )
+        # the engines the search runs (arrays in, arrays out)
+        self.model: Any = model
+        self.proposer: Any = proposer
         self.head_t = head_t if head_t is not None else np.empty((0, 0), np.float32)
         self.vocab = vocab
         pieces = vocab.pieces + [""] * (size - len(vocab))  # ids past the vocabulary: never
@@ -127,33 +104,10 @@ class Decoder:
             raise ValueError("a reranker reads upper lines against lower lines, in the model's vocabulary")
         self.reranker = reranker
 
-    @classmethod
-    def from_engines(
-        cls,
-        engine: OnnxTransformer,
-        vocab: Vocab,
-        proposer: OnnxTagger | None = None,
-        head_t: np.ndarray | None = None,
-        pairing: PairingTable | None = None,
-        blocked: BlockedWords | None = None,
-        reranker: Reranker | None = None,
-    ) -> Decoder:
-        """A decoder on ONNX engines already built (``OnnxTransformer.cached``: no PyTorch in
-        the process); ``head_t``: the output layer's weight transposed (d, V), with a proposer."""
-        return cls(
-            engine,
-            vocab,
-            proposer=proposer,
-            pairing=pairing,
-            blocked=blocked,
-            head_t=head_t,
-            reranker=reranker,
-        )
-
     @property
     def engine(self) -> Any:
         """The model as the search runs it (arrays in, arrays out)."""
-        return as_engine(self.model)
+        return self.model
 
     def engine_for(self, options: DecodeOptions) -> Any:
         """The engine writing in ``options.register`` (ConstraintError where the model does not)."""
@@ -161,7 +115,7 @@ class Decoder:
 
     @property
     def proposer_engine(self) -> Any:
-        return None if self.proposer is None else as_engine(self.proposer)
+        return self.proposer
 
     def plan(self, upper: str, options: DecodeOptions) -> Plan:
         if len(upper) + 1 > self.model.cfg.max_len:

@@ -18,14 +18,14 @@ _TRACED_SOURCES = (
     _HERE / "onnx_engine.py",
     _HERE / "onnx_graphs.py",
     _HERE / "reranking.py",
-    _HERE / "onnx_export.py",
-    _HERE / "onnx_templates.py",
+    _HERE.parent / "export" / "onnx_export.py",
+    _HERE.parent / "export" / "onnx_templates.py",
     _HERE / "graph_keys.py",
     _HERE.parent / "net" / "transformer.py",
     _HERE.parent / "net" / "tagger.py",
     _HERE.parent / "net" / "scorer.py",
-    _HERE.parent / "net" / "config.py",
-    _HERE.parent / "net" / "capabilities.py",
+    _HERE.parent / "spec" / "config.py",
+    _HERE.parent / "spec" / "capabilities.py",
 )
 
 

@@ -15,7 +15,7 @@ import numpy as np
 
 from data.vocab import EOS_ID, PAD_ID
 from model.decoding.arrays import log_softmax
-from model.net.capabilities import LOG_PROBS
+from model.spec.capabilities import LOG_PROBS
 
 
 @dataclass

@@ -6,13 +6,13 @@ Runtime runs the same graph with fused kernels: on this project's 2-core machine
 of the shipped model (10 beam rows) took 1.05 ms in int8, against 4.5 ms in eager fp32 and
 3.6 ms in eager int8 (docs/EXPERIMENTS.md §6).
 
-The graphs are exported from the PyTorch modules (model/decoding/onnx_export.py) when an
-engine is first built from a model, and kept between runs by ``GraphCache``, keyed by the
-weights (and the traced code, the exporter's and the runtime's versions). ``int8`` quantises
-their matrix products dynamically (int8 weights, activations quantised per call). An engine
-whose graphs are all cached is built without the model (``OnnxTransformer.cached``): this
-module and the search need no PyTorch, so the command line and the decode workers start
-without importing it.
+The graphs are exported from the PyTorch modules (model/export/engines.py's ``onnx_copy``,
+model/export/onnx_export.py) when an engine is first built from a model, and kept between
+runs by ``GraphCache``, keyed by the weights (and the traced code, the exporter's and the
+runtime's versions). ``int8`` quantises their matrix products dynamically (int8 weights,
+activations quantised per call). An engine is made of its graphs (``OnnxTransformer(cfg,
+graphs)``) and built from a cache without the model (``OnnxTransformer.cached``): this module
+and the search need no PyTorch, so the command line and the decode workers start without it.
 
 Decoding never pads a source line (lines of one length are decoded together), so the
 graphs take no source mask: every way in (``encode``, ``new_cache``, the tagger's ``logits``)
@@ -26,23 +26,19 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, ClassVar, TypeVar
+from typing import ClassVar, TypeVar
 
 import numpy as np
 
 from data.vocab import PAD_ID
 from model.decoding.lattice import LatticeSteps
-from model.decoding.onnx_graphs import Graph, GraphCache, built, log_softmax_graph, session, session_threads
-from model.net.capabilities import LISTED_IN_GRAPH, LISTED_ROWS, LOG_PROBS, REORDER_BEAMS
-from model.net.config import ModelConfig
+from model.decoding.onnx_graphs import Graph, GraphCache, log_softmax_graph, session, session_threads
+from model.spec.capabilities import LISTED_IN_GRAPH, LISTED_ROWS, LOG_PROBS, REORDER_BEAMS
+from model.spec.config import ModelConfig
 
 __all__ = ["TAGGER_GRAPHS", "TRANSFORMER_GRAPHS", "GraphCache", "OnnxCache", "OnnxTagger", "OnnxTransformer"]
 
-if TYPE_CHECKING:
-    from model.net.tagger import CoupletTagger
-    from model.net.transformer import CoupletTransformer
-
-# the graphs of each engine, by name (model/decoding/onnx_export.py says what each is)
+# the graphs of each engine, by name (model/export/onnx_export.py says what each is)
 TRANSFORMER_GRAPHS = ("encode", "prepare", "step", "scored_step", "decode_states", "head")
 TAGGER_GRAPHS = ("tag",)
 
@@ -84,11 +80,12 @@ class OnnxCache:
 
 
 class _CachedEngine:
-    """An engine that can be built from its cached graphs alone (``cached``)."""
+    """An engine made of its graphs (``GRAPHS``, by name), which ``cached`` reads from a cache
+    (model/export/engines.py exports them from a PyTorch model)."""
 
     GRAPHS: ClassVar[tuple[str, ...]]
 
-    def _init(self, cfg: ModelConfig, graphs: dict[str, Graph]) -> None:
+    def __init__(self, cfg: ModelConfig, graphs: dict[str, Graph]) -> None:
         raise NotImplementedError
 
     @classmethod
@@ -102,9 +99,7 @@ class _CachedEngine:
             if (graph := Graph.from_cache(cache, name, int8, threads)) is None:
                 return None
             graphs[name] = graph
-        engine = cls.__new__(cls)
-        engine._init(cfg, graphs)
-        return engine
+        return cls(cfg, graphs)
 
 
 E = TypeVar("E", bound=_CachedEngine)
@@ -124,26 +119,7 @@ class OnnxTransformer(_CachedEngine):
     )
     GRAPHS = TRANSFORMER_GRAPHS
 
-    def __init__(
-        self,
-        model: CoupletTransformer,
-        int8: bool = False,
-        threads: int = 1,
-        cache_dir: Path | None = None,
-        key: str | None = None,
-    ) -> None:
-        """The engine of ``model``, its graphs exported (or read from ``cache_dir``, where they
-        are kept between runs (``GraphCache``), under ``key``; None: ``onnx_export.model_key``)."""
-        from model.decoding.onnx_export import exporter, model_key, transformer_specs
-
-        cache = GraphCache(cache_dir, key or model_key(model)) if cache_dir is not None else None
-        specs = transformer_specs(model)
-        exports = {name: exporter(specs[name], cache_dir) for name in TRANSFORMER_GRAPHS}
-        self._init(
-            model.cfg, built(exports, int8, threads, cache, "reverse" if model.cfg.reverse else "main")
-        )
-
-    def _init(self, cfg: ModelConfig, graphs: dict[str, Graph]) -> None:
+    def __init__(self, cfg: ModelConfig, graphs: dict[str, Graph]) -> None:
         self.cfg = cfg
         self._encode, self._prepare, self._step, self._scored, self._states, self._head = (
             graphs[name] for name in TRANSFORMER_GRAPHS
@@ -237,21 +213,7 @@ class OnnxTagger(LatticeSteps, _CachedEngine):
 
     GRAPHS = TAGGER_GRAPHS
 
-    def __init__(
-        self,
-        model: CoupletTagger,
-        int8: bool = False,
-        threads: int = 1,
-        cache_dir: Path | None = None,
-        key: str | None = None,
-    ) -> None:
-        from model.decoding.onnx_export import exporter, model_key, tagger_specs
-
-        cache = GraphCache(cache_dir, key or model_key(model)) if cache_dir is not None else None
-        exports = {name: exporter(spec, cache_dir) for name, spec in tagger_specs(model).items()}
-        self._init(model.cfg, built(exports, int8, threads, cache, "proposer"))
-
-    def _init(self, cfg: ModelConfig, graphs: dict[str, Graph]) -> None:
+    def __init__(self, cfg: ModelConfig, graphs: dict[str, Graph]) -> None:
         self.cfg = cfg
         self.max_len = cfg.max_len
         self._tag = graphs["tag"]

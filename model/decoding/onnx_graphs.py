@@ -2,7 +2,7 @@
 runs (``GraphCache``), dynamic int8 quantisation, and building a model's graphs from the cache
 or by exporting them (``built``). The engines (model/decoding/onnx_engine.py) and the
 reranker's scorer (model/decoding/reranking.py) run on them; exporting is
-model/decoding/onnx_export.py's, the only part that needs PyTorch.
+model/export/onnx_export.py's, the only part that needs PyTorch.
 """
 
 from __future__ import annotations

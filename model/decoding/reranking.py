@@ -5,10 +5,11 @@ opinion of how much each (upper, lower) pair reads like a couplet people wrote
 model/training/rerank.py).
 
 The scorer runs as one ONNX graph in fp32 on one thread (``SCORER_GRAPHS``), cached like the
-models' graphs (model/decoding/onnx_graphs.py), so a process whose graph is cached needs no
+models' graphs (model/decoding/onnx_graphs.py; exported by model/export/engines.py's
+``reranker_of``), so a process whose graph is cached needs no
 PyTorch. It reads the lines as the answer gives them (the marks the search put back included),
 as its training read them; the candidates of one answer have one length, so a call is one
-batch without padding (model/decoding/onnx_export.py's ``_Scorer``). Judged blind before it
+batch without padding (model/export/onnx_export.py's ``_Scorer``). Judged blind before it
 shipped: docs/EXPERIMENTS.md §44-45.
 
 Shapes: K candidates, S places.
@@ -17,20 +18,16 @@ Shapes: K candidates, S places.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import numpy as np
 
 from data.vocab import Vocab
 from model.decoding.answer import FORWARD, Answer
-from model.decoding.onnx_graphs import Graph, GraphCache, built
-from model.net.config import ModelConfig
-from model.net.scorer_input import pair_ids
-
-if TYPE_CHECKING:
-    from model.net.scorer import PairScorer
+from model.decoding.onnx_graphs import Graph, GraphCache
+from model.spec.config import ModelConfig
+from model.spec.scorer_input import pair_ids
 
 SCORER_GRAPHS = ("score",)
 DEFAULT_WEIGHT = 0.05  # a scorer's weight where its bundle names none (session 33's trial: §44)
@@ -60,27 +57,6 @@ class Reranker:
         """The reranker from its cached graph alone (no PyTorch), or None when it is not cached."""
         graph = Graph.from_cache(GraphCache(cache_dir, key), SCORER_GRAPHS[0], False, threads)
         return None if graph is None else cls(graph, cfg, vocab, weight)
-
-    @classmethod
-    def of(
-        cls,
-        scorer: PairScorer,
-        vocab: Vocab,
-        cache_dir: Path | None = None,
-        key: str | None = None,
-        weight: float = DEFAULT_WEIGHT,
-        threads: int = 1,
-    ) -> Reranker:
-        """The reranker of a PyTorch scorer: its graph from the cache under ``key`` (a digest of
-        the scorer when None), else exported (and cached)."""
-        from model.decoding.onnx_export import exporter, model_key, scorer_specs
-
-        exports: dict[str, Callable[[], bytes]] = {
-            n: exporter(s, cache_dir) for n, s in scorer_specs(scorer).items()
-        }
-        cache = None if cache_dir is None else GraphCache(cache_dir, key or model_key(scorer))
-        graphs = built(exports, False, threads, cache, "reranker")
-        return cls(graphs[SCORER_GRAPHS[0]], scorer.cfg, vocab, weight)
 
     def scores(self, upper: str, lowers: Sequence[str]) -> np.ndarray:
         """The scorer's opinion of (upper, lower) for each of ``lowers``: (K,) float32, higher

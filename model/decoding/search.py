@@ -6,7 +6,7 @@ model/decoding/rescoring.py's; this module names them all for the decoder.
 
 Arrays are numpy's (model/decoding/arrays.py says why): float32 scores, int64 tokens. A
 model speaks numpy too: the ONNX engine natively, a PyTorch model through its adapter
-(model/decoding/torch_engine.py).
+(model/export/torch_engine.py).
 
 Shapes: N requests, K beams, B = N*K rows, L line length, V vocabulary (or M listed columns).
 """
@@ -39,7 +39,7 @@ from model.decoding.strategies import (
     allocate,
     strategy_for,
 )
-from model.net.capabilities import LISTED_IN_GRAPH, LISTED_ROWS, REORDER_BEAMS
+from model.spec.capabilities import LISTED_IN_GRAPH, LISTED_ROWS, REORDER_BEAMS
 
 __all__ = [
     "BankedBeamSearch",

@@ -19,7 +19,7 @@ import numpy as np
 
 from model.decoding.arrays import log_softmax, log_softmax_at
 from model.decoding.score_rules import Step, StepRule
-from model.net.capabilities import LOG_PROBS
+from model.spec.capabilities import LOG_PROBS
 
 Tensor = np.ndarray  # (the search's arrays)
 

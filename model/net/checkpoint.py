@@ -27,9 +27,9 @@ import torch
 
 from data.files import atomic_file
 from data.vocab import Vocab
-from model.net.config import CorruptCheckpoint as CorruptCheckpoint
 from model.net.tagger import CoupletTagger
 from model.net.transformer import CoupletTransformer, ModelConfig
+from model.spec.config import CorruptCheckpoint as CorruptCheckpoint
 
 FORMAT_VERSION = 1
 CHECKSUM_KEY = "payload_sha256"

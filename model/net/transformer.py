@@ -24,9 +24,9 @@ from data.vocab import EOS_ID as EOS_ID
 from data.vocab import PAD_ID as PAD_ID
 from data.vocab import UNK_ID as UNK_ID
 from model.net.batch import Batch
-from model.net.capabilities import LISTED_ROWS, REORDER_BEAMS
-from model.net.config import ModelConfig as ModelConfig
-from model.net.config import check_field_types as check_field_types
+from model.spec.capabilities import LISTED_ROWS, REORDER_BEAMS
+from model.spec.config import ModelConfig as ModelConfig
+from model.spec.config import check_field_types as check_field_types
 
 
 def cpu_training(q: Tensor) -> bool:
@@ -205,7 +205,7 @@ def init_weights(
 
 
 class CoupletTransformer(nn.Module):
-    # beyond its steps (model/net/capabilities.py): ``step_states``, ``reorder_beams``
+    # beyond its steps (model/spec/capabilities.py): ``step_states``, ``reorder_beams``
     capabilities: ClassVar[frozenset[str]] = frozenset({LISTED_ROWS, REORDER_BEAMS})
 
     def __init__(self, cfg: ModelConfig) -> None:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from model.net.checkpoint import half_checkpoint
 from model.release.export import add_reverse, export_checkpoint, quantize_bundle
-from model.release.layout import (
+from model.store.layout import (
     MANIFEST_FILE,
     ROLES,
     BundleError,
@@ -21,7 +21,7 @@ from model.release.layout import (
     verify_bundle,
     write_manifest,
 )
-from model.release.weights import WEIGHT_DTYPES
+from model.store.weights import WEIGHT_DTYPES
 
 
 def _size(root: Path) -> float:

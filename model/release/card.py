@@ -24,7 +24,6 @@ from pathlib import Path
 from typing import Any
 
 from data.paths import data_dir, default_model_dir
-from model.release.bundle import model_meta
 from model.release.card_goals import goals
 from model.release.card_header import front_matter, how_to_use, rewrite_header
 from model.release.card_sections import (
@@ -41,7 +40,8 @@ from model.release.card_sections import (
     reverse_section,
     training_summary,
 )
-from model.release.layout import DATA_REPORT, has_model, known_file, missing_model
+from model.store.bundle import model_meta
+from model.store.layout import DATA_REPORT, has_model, known_file, missing_model
 from model.training.hardware import hardware_description
 
 

@@ -11,7 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from model.release.card_sections import read_json
-from model.release.layout import (
+from model.release.metrics import BLEU_ORDERS
+from model.store.layout import (
     CONFIG_FILE,
     PROPOSER_CONFIG,
     PROPOSER_WEIGHTS,
@@ -20,7 +21,6 @@ from model.release.layout import (
     VOCAB_FILE,
     WEIGHTS_FILE,
 )
-from model.release.metrics import BLEU_ORDERS
 
 
 def _dig(d: dict[str, Any], *keys: str) -> Any:
@@ -163,15 +163,17 @@ def how_to_use(bundle: Path, where: str = "models/default") -> list[str]:
         "    print(c.text, c.rank_score, c.report.hard_ok)",
         "```",
         "",
-        "or the decoder alone (`model.release.bundle.load_bundle`, `model.decoding.decoder.Decoder`):",
+        "or the decoder alone (`model.store.bundle.load_bundle`, `duilian.engine.build_decoder`):",
         "",
         "```python",
-        "from model.decoding.decoder import Decoder",
-        "from model.decoding.options import DecodeOptions",
-        "from model.release.bundle import load_bundle",
+        "from data.paths import graph_cache_dir",
+        "from duilian.engine import Engine, build_decoder",
+        "from model.decoding.options import SERVE_INT8, SERVE_RUNTIME, DecodeOptions",
+        "from model.store.bundle import load_bundle",
         "",
         f'bundle = load_bundle("{where}")',
-        "decoder = Decoder(bundle.model, bundle.vocab, proposer=bundle.proposer, pairing=bundle.pairing)",
+        "engine = Engine(SERVE_INT8, SERVE_RUNTIME, graph_cache_dir())",
+        "decoder = build_decoder(bundle, engine, bundle.blocked)",
         'for c in decoder.generate("春风得意马蹄疾", DecodeOptions(n_best=5)).candidates:',
         "    print(c.text, c.score)",
         "```",

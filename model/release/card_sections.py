@@ -13,11 +13,11 @@ from typing import Any
 
 from model.decoding.options import DecodeOptions
 from model.decoding.reranking import DEFAULT_WEIGHT
-from model.release.bundle import model_meta
 from model.release.eval_tables import with_ci
-from model.release.layout import SCORER_CONFIG
 from model.release.metrics import BLEU_ORDERS
-from model.release.weights import count_parameters
+from model.store.bundle import model_meta
+from model.store.layout import SCORER_CONFIG
+from model.store.weights import count_parameters
 
 
 def known_note(known: Path | None) -> list[str]:
@@ -227,7 +227,7 @@ def reranker_section(bundle: Path) -> list[str]:
         return []
     record = config.get("training") or {}
     valid = record.get("valid") or {}
-    own = count_parameters(config)
+    own = count_parameters(config, bundle / SCORER_CONFIG, own=True)
     served = record.get("weight", DEFAULT_WEIGHT)
     lines = [
         "## Reranker",

@@ -14,13 +14,14 @@ from tqdm import tqdm
 from data.pairing import PairingTable
 from data.paths import graph_cache_dir
 from data.vocab import Vocab
-from model.decoding.decoder import Decoder
 from model.decoding.options import SERVE_INT8, SERVE_RUNTIME, Runtime
 from model.decoding.reranking import Reranker
+from model.export.engines import reranker_of, torch_decoder
+from model.export.models import load_models, models_of, scorer_of
 from model.net.checkpoint import CoupletModel, load_model
 from model.net.checkpoint import load_proposer as checkpoint_proposer
-from model.release.bundle import decoder_graph_keys, load_bundle, load_models, scorer_graph_key, scorer_weight
-from model.release.layout import verify_bundle
+from model.store.bundle import decoder_graph_keys, load_bundle, scorer_graph_key, scorer_weight
+from model.store.layout import verify_bundle
 from model.training.greedy import greedy
 
 Decode = Callable[[list[str]], list[str]]
@@ -55,7 +56,7 @@ def make_decoder(
             return out
 
         return plain
-    decoder = Decoder(
+    decoder = torch_decoder(
         model,
         vocab,
         int8=int8,
@@ -116,11 +117,11 @@ def load_keyed(path: Path, reverse: bool = False) -> tuple[Any, Vocab, Any, Pair
     if path.is_dir():
         b = load_bundle(path)
         if reverse:
-            if b.reverse is None:
+            if models_of(b).reverse is None:
                 raise ValueError(f"{path}: the bundle has no reverse model (reverse.safetensors)")
             swapped = None if b.pairing is None else b.pairing.swapped()
-            return b.reverse, b.vocab, None, swapped, decoder_graph_keys(b, reverse=True)
-        return b.model, b.vocab, b.proposer, b.pairing, decoder_graph_keys(b)
+            return models_of(b).reverse, b.vocab, None, swapped, decoder_graph_keys(b, reverse=True)
+        return models_of(b).model, b.vocab, models_of(b).proposer, b.pairing, decoder_graph_keys(b)
     model, vocab, _ = load_model(path)
     return model, vocab, None, None, (None, None)
 
@@ -130,11 +131,12 @@ def bundle_reranker_at(path: Path) -> Reranker | None:
     site's key, its weight the bundle's); None for a checkpoint or a bundle without one."""
     if not path.is_dir():
         return None
-    b = load_bundle(path, models=False)
+    b = load_bundle(path)
     key = scorer_graph_key(b)
-    if key is None or b.scorer is None:
+    scorer = scorer_of(b)
+    if key is None or scorer is None:
         return None
-    return Reranker.of(b.scorer, b.vocab, graph_cache_dir(), key, scorer_weight(path))
+    return reranker_of(scorer, b.vocab, graph_cache_dir(), key, scorer_weight(path))
 
 
 def load_proposer(path: Path, vocab: Vocab) -> Any:
@@ -142,7 +144,7 @@ def load_proposer(path: Path, vocab: Vocab) -> Any:
     if not path.is_dir():
         return checkpoint_proposer(path, vocab)
     verify_bundle(path)
-    model, its_vocab, _, _ = load_models(path)
+    model, its_vocab, _ = load_models(path)
     if model.cfg.kind != "tagger":
         raise ValueError(f"{path}: a proposer must be an encoder-only tagger, not a {model.cfg.kind} model")
     if not its_vocab.same_as(vocab):

@@ -1,4 +1,4 @@
-"""Writing a bundle (model/release/layout.py: its files): from trained models, a reverse model
+"""Writing a bundle (model/store/layout.py: its files): from trained models, a reverse model
 added to one, its weights rewritten in int8, and a bundle's model back as a training checkpoint."""
 
 from __future__ import annotations
@@ -17,12 +17,14 @@ from data.banners import BANNERS_FILE
 from data.pairing import PairingTable
 from data.vocab import Vocab
 from model.decoding.blocked import BLOCKED_FILE, BlockedWords
+from model.export.models import load_models, load_reverse
+from model.export.weights import save_model_files
 from model.net.checkpoint import CoupletModel, load_model, save
 from model.net.tagger import CoupletTagger
 from model.net.transformer import CoupletTransformer
-from model.release.bundle import load_models, load_reverse, model_meta
-from model.release.fingerprint import FingerprintIndex, KnownLowers
-from model.release.layout import (
+from model.store.bundle import model_meta
+from model.store.fingerprint import FingerprintIndex, KnownLowers
+from model.store.layout import (
     CONFIG_FILE,
     DATA_CARD,
     DATA_REPORT,
@@ -47,7 +49,7 @@ from model.release.layout import (
     verify_bundle,
     write_manifest,
 )
-from model.release.weights import read_config, save_model_files
+from model.store.weights import read_config
 
 # report.json's parts that quote corpus lines: a bundle carries counts, never corpus text
 REPORT_EXAMPLES = ("sensitive_examples", "sensitive_sample_hits", "dedup_examples")
@@ -92,7 +94,7 @@ def export_bundle(
     lower_to_upper model (``reverse_meta`` its step and best_valid), trained with ``model``'s
     character embeddings frozen: it stores only its own tensors (``shared_weights``), and a
     reverse model whose embeddings differ from ``model``'s is refused. ``weights_dtype``: the
-    models' weights in ``float16`` or ``int8`` (model/release/weights.py)."""
+    models' weights in ``float16`` or ``int8`` (model/store/weights.py)."""
     out = Path(out_dir)
     tmp = new_folder(out)
     try:
@@ -169,7 +171,7 @@ def add_reverse(root: str | os.PathLike[str], checkpoint: str | os.PathLike[str]
     root = Path(root)
     verify_bundle(root)
 
-    model, vocab, _, _ = load_models(root)
+    model, vocab, _ = load_models(root)
     reverse, its_vocab, meta = load_model(Path(checkpoint))
     if not its_vocab.same_as(vocab):
         raise BundleError(f"{checkpoint}: its vocabulary differs from {root / VOCAB_FILE}")
@@ -199,7 +201,7 @@ def export_checkpoint(root: str | os.PathLike[str], role: str, out: str | os.Pat
         raise ValueError(f"unknown role {role!r} (choose from {', '.join(ROLES)})")
     root = Path(root)
     verify_bundle(root)
-    model, vocab, _, proposer = load_models(root, torch.float32)
+    model, vocab, proposer = load_models(root, torch.float32)
     chosen = {"model": model, "proposer": proposer}.get(role)
     if role == "reverse":
         chosen = load_reverse(root, vocab, torch.float32, model)
@@ -215,7 +217,7 @@ def weights_dtype(config: Path) -> str:
 
 
 def quantize_bundle(root: str | os.PathLike[str], dtype: str = "int8") -> list[str]:
-    """Rewrite the bundle ``root``'s models' weights in ``dtype`` (model/release/weights.py), in
+    """Rewrite the bundle ``root``'s models' weights in ``dtype`` (model/store/weights.py), in
     place: its files checked first, each model read (the reverse one sharing the new model
     file's embeddings), written again beside a copy of the other files, ``SHA256SUMS`` rewritten,
     the folder swapped in with renames. The weights files written; ``BundleError`` when they are
@@ -224,7 +226,7 @@ def quantize_bundle(root: str | os.PathLike[str], dtype: str = "int8") -> list[s
     verify_bundle(root)
     if weights_dtype(root / CONFIG_FILE) == dtype:
         raise BundleError(f"{root}: its weights are in {dtype} already")
-    model, vocab, _, proposer = load_models(root, torch.float32)
+    model, vocab, proposer = load_models(root, torch.float32)
     reverse = load_reverse(root, vocab, torch.float32, model)
     written = [WEIGHTS_FILE]
     with changed_copy(root) as tmp:

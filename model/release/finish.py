@@ -26,9 +26,9 @@ from model.release.card import write_card
 from model.release.eval_files import evaluate_files
 from model.release.eval_tables import with_ci
 from model.release.export import export_bundle
-from model.release.layout import install_bundle
 from model.release.metrics import BLEU_ORDERS
 from model.release.rerank import make_reranker
+from model.store.layout import install_bundle
 from model.training.errors import UsageError
 from model.training.pack import DEVICE_FILE, PROPOSER_DIR, is_packed, unpack
 from model.training.pairs import load_data

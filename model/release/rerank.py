@@ -1,6 +1,6 @@
 """A bundle's reranker, made: the model's own n-best for training upper lines, the scorer trained
 to tell the human lower line from them (model/training/rerank.py), the scorer put into the
-bundle (model/release/scorer.py), and the weight it would take on validation lines.
+bundle (model/export/scorer.py), and the weight it would take on validation lines.
 
 ``python -m model.rerank`` runs the steps (docs/TRAINING.md, "The reranker")::
 
@@ -29,9 +29,11 @@ from model.decoding.decoder import Decoder
 from model.decoding.options import SERVE_INT8, SERVE_RUNTIME, DecodeOptions
 from model.decoding.plan import ConstraintError
 from model.decoding.reranking import Reranker
-from model.release.bundle import Bundle, decoder_graph_keys, load_bundle, model_config
+from model.export.engines import reranker_of, torch_decoder
+from model.export.models import models_of
+from model.export.scorer import add_scorer, model_embedding, trained_scorer
 from model.release.eval_decode import bar
-from model.release.scorer import add_scorer, model_embedding, trained_scorer
+from model.store.bundle import Bundle, decoder_graph_keys, load_bundle, model_config
 from model.training.rerank import ScorerTraining, read_groups, scorer_config, train_scorer
 
 N_BEST = 10  # candidates a line, as the site's default answer has them
@@ -68,11 +70,11 @@ def sample(rows: Sequence[Row], limit: int, seed: int) -> list[Row]:
 
 def served_decoder(bundle: Bundle) -> Decoder:
     """The bundle's decoder as the site runs it, without a reranker."""
-    return Decoder(
-        bundle.model,
+    return torch_decoder(
+        models_of(bundle).model,
         bundle.vocab,
         int8=SERVE_INT8,
-        proposer=bundle.proposer,
+        proposer=models_of(bundle).proposer,
         runtime=SERVE_RUNTIME,
         pairing=bundle.pairing,
         blocked=bundle.blocked,
@@ -184,7 +186,7 @@ def make_reranker(
     valid = read_groups(work / "valid_nbest.jsonl")
     best = train_scorer(cfg, model_embedding(bundle_dir), bundle.vocab, train, valid, trained, spec, log)
     log(f"reranker: best validation {best}")
-    reranker = Reranker.of(trained_scorer(bundle_dir, trained), bundle.vocab, graph_cache_dir())
+    reranker = reranker_of(trained_scorer(bundle_dir, trained), bundle.vocab, graph_cache_dir())
     table = weight_table(reranker, read_nbest(work / "valid_nbest.jsonl"))
     chosen = chosen_weight(table)
     (work / "weights.json").write_text(json.dumps(table, ensure_ascii=False, indent=1), encoding="utf-8")

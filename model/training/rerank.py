@@ -34,8 +34,8 @@ from torch import nn
 from data.files import atomic_file
 from data.vocab import Vocab
 from model.net.scorer import PairScorer, embed_sha256
-from model.net.scorer_input import pair_ids
 from model.net.transformer import ModelConfig
+from model.spec.scorer_input import pair_ids
 
 Group = tuple[str, list[str]]  # the upper line; the human lower line first, then the machine's
 
@@ -200,7 +200,7 @@ def train_scorer(
 
 
 def save_trained(out: Path, model: PairScorer, valid: dict[str, Any], training: dict[str, Any]) -> None:
-    """A trained scorer's file (model/release/scorer.py's ``add_scorer`` reads it): its
+    """A trained scorer's file (model/export/scorer.py's ``add_scorer`` reads it): its
     configuration, its own weights (all but the shared table), its validation figures, what its
     training was, and the digest of the shared table it was trained on."""
     own = {k: v for k, v in model.state_dict().items() if k != "embed.weight"}

@@ -197,8 +197,8 @@ def test_known_lines_unreadable_after_loading_are_refused_as_the_bundles_fault(
     from duilian.cli import Problem, answer
     from duilian.inputs import make_query
     from duilian.service import LoadedModel
-    from model.release.fingerprint import FingerprintIndex, KnownLowers
-    from model.release.layout import FINGERPRINTS_FILE, KNOWN_FILE, write_manifest
+    from model.store.fingerprint import FingerprintIndex, KnownLowers
+    from model.store.layout import FINGERPRINTS_FILE, KNOWN_FILE, write_manifest
     from tests.serve.conftest import PAIRS
 
     bundle = tmp_path / "bundle"

@@ -13,7 +13,7 @@ import pytest
 
 from data.paths import ROOT, corpus_dir, default_model_dir
 from data.text import is_any_punct
-from model.release.bundle import load_bundle
+from model.store.bundle import load_bundle
 
 SCRIPT = os.path.join(os.path.dirname(sys.executable), "duilian")
 
@@ -34,7 +34,7 @@ def test_a_thousand_training_upper_lines_without_their_marks_find_their_lower_li
     path = corpus_dir() / "wb14123_train.tsv.gz"
     if not path.is_file():
         pytest.skip(f"no {path}")
-    bundle = load_bundle(default_model_dir(), models=False)
+    bundle = load_bundle(default_model_dir())
     with gzip.open(path, "rt", encoding="utf-8") as fh:
         marked = [line.split("\t", 1)[0] for line in fh if "，" in line.split("\t", 1)[0]]
     found = 0

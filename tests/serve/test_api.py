@@ -16,6 +16,7 @@ from data.rules import check
 from data.tones import line_tones, mark
 from data.vocab import Vocab
 from model.decoding.onnx_engine import OnnxTransformer
+from model.export.models import models_of
 from model.net.transformer import CoupletTransformer
 from serve.deps import get_service
 from serve.main import create_app
@@ -251,7 +252,10 @@ def test_decoding_engine_settings_hold_across_a_reload(
         decoding = model.decoder.model
         if runtime == "onnx":
             return isinstance(decoding, OnnxTransformer)
-        return isinstance(decoding, CoupletTransformer) and (decoding is not model.bundle.model) == int8
+        return (
+            isinstance(decoding, CoupletTransformer)
+            and (decoding is not models_of(model.bundle).model) == int8
+        )
 
     with TestClient(app) as c:
         assert engine_matches()
@@ -332,7 +336,7 @@ def start_serve(bundle: Path, tmp_path: Path) -> subprocess.CompletedProcess[str
 def test_serve_refuses_a_bundle_whose_proposer_will_not_load(
     tmp_path: Path, bundle_a: Path, proposer: str
 ) -> None:
-    from model.release.layout import (
+    from model.store.layout import (
         CONFIG_FILE,
         PROPOSER_CONFIG,
         PROPOSER_WEIGHTS,
@@ -359,7 +363,7 @@ def test_serve_refuses_a_bundle_whose_proposer_will_not_load(
 
 @pytest.mark.slow
 def test_serve_refuses_a_bundle_whose_known_lines_will_not_load(tmp_path: Path, bundle_a: Path) -> None:
-    from model.release.layout import KNOWN_FILE, write_manifest
+    from model.store.layout import KNOWN_FILE, write_manifest
 
     bundle = tmp_path / "bundle"
     shutil.copytree(bundle_a, bundle)
@@ -381,7 +385,7 @@ def test_serve_refuses_a_bundle_that_differs_from_its_sums(
     the start-up stops with one line naming the file, exit status 2, no traceback."""
     import random
 
-    from model.release.layout import MANIFEST_FILE
+    from model.store.layout import MANIFEST_FILE
 
     bundle = build_bundle(tmp_path / "bundle", vocab, seed=1, version="test-sums", proposer_word="秋月生辉")
     assert damaged in (bundle / MANIFEST_FILE).read_text()

@@ -13,7 +13,7 @@ from fastapi.testclient import TestClient
 from data.rules import HARD_RULES, check
 from data.tones import line_tones, mark
 from data.vocab import Vocab
-from model.release.bundle import load_bundle
+from model.store.bundle import load_bundle
 from serve.main import create_app
 from serve.settings import Settings
 from tests.serve.conftest import PAIRS, build_bundle, wait_known

@@ -14,10 +14,11 @@ import pytest
 
 from crawler.localredis import free_port
 from data.paths import ROOT
-from model.decoding.decoder import Decoder
 from model.decoding.onnx_engine import TRANSFORMER_GRAPHS, GraphCache
 from model.decoding.options import SERVE_INT8
-from model.release.bundle import decoder_graph_keys, load_bundle
+from model.export.engines import torch_decoder
+from model.export.models import models_of
+from model.store.bundle import decoder_graph_keys, load_bundle
 from tests.serve.test_observability import wait_healthy
 
 LIBRARIES = ("onnxscript", "onnx_ir", "torch.onnx", "torch.export")
@@ -29,9 +30,10 @@ def reverse_graphs_into(bundle: Path, run_cache: Path, folder: Path) -> None:
     started on ``folder`` then exports its main model only (the reverse model's export is another
     test's, once a run)."""
     b = load_bundle(bundle)
-    assert b.reverse is not None
+    reverse = models_of(b).reverse
+    assert reverse is not None
     keys = decoder_graph_keys(b, reverse=True)
-    Decoder(b.reverse, b.vocab, int8=SERVE_INT8, runtime="onnx", graph_cache=run_cache, graph_keys=keys)
+    torch_decoder(reverse, b.vocab, int8=SERVE_INT8, runtime="onnx", graph_cache=run_cache, graph_keys=keys)
     run, ours = GraphCache(run_cache, keys[0] or ""), GraphCache(folder, keys[0] or "")
     folder.mkdir(parents=True, exist_ok=True)
     for name in TRANSFORMER_GRAPHS:

@@ -12,7 +12,7 @@ import httpx
 import pytest
 from fastapi.testclient import TestClient
 
-from model.release.layout import WEIGHTS_FILE as MODEL_FILE
+from model.store.layout import WEIGHTS_FILE as MODEL_FILE
 from serve.main import create_app
 from serve.settings import Settings
 from tests.serve.conftest import PAIRS, LiveServer, wait_known

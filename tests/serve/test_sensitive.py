@@ -8,9 +8,10 @@ import pytest
 import torch
 from fastapi.testclient import TestClient
 
-from model.decoding.decoder import Decoder
 from model.decoding.options import DecodeOptions
-from model.release.bundle import load_bundle
+from model.export.engines import torch_decoder
+from model.export.models import models_of
+from model.store.bundle import load_bundle
 from serve.main import create_app
 from serve.settings import Settings
 from tests.serve.conftest import BAD_WORD, wait_known
@@ -21,7 +22,7 @@ UPPERS = ["春风", "山高", "江河", "花开"]  # end level, so 蛋 (oblique)
 def raw_candidates(bundle_dir: Path, upper: str, n: int) -> list[str]:
     bundle = load_bundle(bundle_dir)
     with torch.inference_mode():
-        result = Decoder(bundle.model, bundle.vocab).generate(upper, DecodeOptions(n_best=n))
+        result = torch_decoder(models_of(bundle).model, bundle.vocab).generate(upper, DecodeOptions(n_best=n))
     return [c.text for c in result.candidates]
 
 

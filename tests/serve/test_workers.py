@@ -13,11 +13,12 @@ import pytest
 from fastapi.testclient import TestClient
 
 from crawler.localredis import running
-from model.decoding.onnx_export import transformer_specs
-from model.decoding.onnx_templates import template_key
 from model.decoding.plan import ConstraintError
+from model.export.models import models_of
+from model.export.onnx_export import transformer_specs
+from model.export.onnx_templates import template_key
 from model.net.transformer import CoupletTransformer
-from model.release.bundle import load_bundle
+from model.store.bundle import load_bundle
 from serve.main import create_app
 from serve.pool import PooledModel
 from serve.settings import Settings
@@ -94,9 +95,9 @@ def test_reload_retires_the_old_workers(settings: Settings, bundle_b: Path) -> N
 
 
 def templates_of(bundle: Path) -> list[str]:
-    """The files of the traced templates (model/decoding/onnx_templates.py) of ``bundle``'s
+    """The files of the traced templates (model/export/onnx_templates.py) of ``bundle``'s
     encoder-decoder's graphs; its reverse model's are the same (no graph reads a direction)."""
-    model = load_bundle(bundle).model
+    model = models_of(load_bundle(bundle)).model
     assert isinstance(model, CoupletTransformer)
     return [f"template-{template_key(*spec())}.onnx" for spec in transformer_specs(model).values()]
 

@@ -4,7 +4,7 @@ lack, so the mirrored marks are real ids; the blind sheets' lines; the service's
 ``EXTRA_CHARS``), and one shape of tiny models on it (``SMALL``).
 
 One vocabulary and one shape, because a graph is traced once a model's shape
-(model/decoding/onnx_templates.py): every fixture model of this shape gets its ONNX graphs from
+(model/export/onnx_templates.py): every fixture model of this shape gets its ONNX graphs from
 the run's one trace, where each file's own vocabulary or width cost a trace of every graph."""
 
 from __future__ import annotations

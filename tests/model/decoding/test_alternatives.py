@@ -20,6 +20,7 @@ from model.decoding.blocked import BlockedWords
 from model.decoding.decoder import Decoder
 from model.decoding.options import DecodeOptions
 from model.decoding.plan import ConstraintError
+from model.export.engines import torch_decoder
 from model.net.tagger import CoupletTagger
 from model.net.transformer import CoupletTransformer, ModelConfig
 from tests.model.decoding.fixtures import decode_vocab, tiny_model
@@ -39,7 +40,7 @@ def model(vocab: Vocab) -> CoupletTransformer:
 
 @pytest.fixture(scope="module")
 def decoder(model: CoupletTransformer, vocab: Vocab) -> Decoder:
-    return Decoder(model, vocab)
+    return torch_decoder(model, vocab)
 
 
 def best_line(decoder: Decoder, upper: str, **options: object) -> str:
@@ -153,11 +154,11 @@ def test_no_alternative_completes_a_listed_word(model: CoupletTransformer, vocab
     with it; the filtered decoder offers none of them there."""
     upper = "两个黄鹂鸣翠柳"  # 两个/黄鹂/鸣/翠柳: positions 2-3 are a word
     assert boundaries(upper)[2:5] == (True, False, True)
-    plain = Decoder(model, vocab)
+    plain = torch_decoder(model, vocab)
     lower = best_line(plain, upper)
     offered = [a.char for a in plain.alternatives(upper, lower, 3, k=6).alternatives if not a.original]
     words = [lower[2] + ch for ch in offered]
-    blocked = Decoder(model, vocab, blocked=BlockedWords.from_words(words, vocab.pieces))
+    blocked = torch_decoder(model, vocab, blocked=BlockedWords.from_words(words, vocab.pieces))
     found = blocked.alternatives(upper, lower, 3, k=20).alternatives
     assert found and not {a.char for a in found} & set(offered)
     assert all(a.text[2:4] not in words for a in found)
@@ -166,7 +167,7 @@ def test_no_alternative_completes_a_listed_word(model: CoupletTransformer, vocab
 def test_with_a_proposer_the_tagger_opinion_is_in_the_rank(model: CoupletTransformer, vocab: Vocab) -> None:
     torch.manual_seed(6)
     cfg = ModelConfig(vocab_size=len(vocab), d_model=32, n_heads=2, d_ff=64, kind="tagger")
-    decoder = Decoder(model, vocab, proposer=CoupletTagger(cfg).eval())
+    decoder = torch_decoder(model, vocab, proposer=CoupletTagger(cfg).eval())
     upper = "两个黄鹂鸣翠柳"
     lower = best_line(decoder, upper)
     with_tagger = decoder.alternatives(upper, lower, 1).alternatives

@@ -16,6 +16,7 @@ from model.decoding.blocked import BlockedWords, NoBlockedWords, key_of
 from model.decoding.decoder import Decoder, ModelView
 from model.decoding.options import DecodeOptions
 from model.decoding.plan import ConstraintError
+from model.export.engines import torch_decoder
 from model.net.tagger import CoupletTagger
 from model.net.transformer import CoupletTransformer
 from tests.model.decoding.fixtures import decode_vocab, tiny_model, tiny_tagger
@@ -70,7 +71,7 @@ def test_listed_words_never_come_out_and_the_answer_keeps_its_size(
     """Words taken from the unfiltered answer itself, so the model does want them; with the
     proposer the search runs over its shortlist's columns."""
     tag = tagger if proposer else None
-    plain = texts(Decoder(model, vocab, proposer=tag), upper)
+    plain = texts(torch_decoder(model, vocab, proposer=tag), upper)
     bounds = boundaries(upper)
     words = sorted(
         {
@@ -82,7 +83,7 @@ def test_listed_words_never_come_out_and_the_answer_keeps_its_size(
     )
     assert words and len(word_hits(words, upper, plain)) >= 4
     blocked = BlockedWords.from_words(words, vocab.pieces)
-    found = texts(Decoder(model, vocab, proposer=tag, blocked=blocked), upper)
+    found = texts(torch_decoder(model, vocab, proposer=tag, blocked=blocked), upper)
     assert word_hits(words, upper, found) == []
     assert len(found) == len(plain) == 10
 
@@ -93,21 +94,21 @@ def test_repeats_are_looked_ahead(model: CoupletTransformer, vocab: Vocab) -> No
     that only looked back would choose position 1 freely and die at 8; looking ahead it
     takes the one character left there."""
     upper = "风声雨声读书声声声入耳"
-    plain = texts(Decoder(model, vocab), upper)
+    plain = texts(torch_decoder(model, vocab), upper)
     # a character no beam chose there: without the look-ahead every beam would die
     chosen = {x[1] for x in plain}
     keep = next(p for p in ("月", "花", "云", "山") if p in vocab and p not in upper and p not in chosen)
     doubles = [p + p for p in vocab.pieces if len(p) == 1 and p != keep]
     blocked = BlockedWords.from_words(doubles, vocab.pieces)
-    rule = NoBlockedWords([Decoder(model, vocab).plan(upper, DecodeOptions())], blocked)
+    rule = NoBlockedWords([torch_decoder(model, vocab).plan(upper, DecodeOptions())], blocked)
     assert 1 in rule.ahead[0]  # choosing position 1 completes the word at 7-8
-    found = texts(Decoder(model, vocab, blocked=blocked), upper)
+    found = texts(torch_decoder(model, vocab, blocked=blocked), upper)
     assert len(found) == len(plain) and all(line[7:9] == keep + keep for line in found)
 
 
 def test_locks_that_spell_a_listed_word_are_refused(model: CoupletTransformer, vocab: Vocab) -> None:
     blocked = BlockedWords.from_words(["明月"], vocab.pieces)
-    decoder = Decoder(model, vocab, blocked=blocked)
+    decoder = torch_decoder(model, vocab, blocked=blocked)
     upper = "两个黄鹂鸣翠柳"  # 两个/黄鹂/鸣/翠柳: positions 3-4 (黄鹂) are a word
     with pytest.raises(ConstraintError) as err:
         texts(decoder, upper, locks="__明月___")
@@ -124,7 +125,7 @@ def test_a_word_across_the_upper_lines_word_boundary_is_let_through(
     business."""
     assert boundaries("两个黄鹂鸣翠柳")[:4] == (True, False, True, False)
     blocked = BlockedWords.from_words(["明月"], vocab.pieces)
-    found = texts(Decoder(model, vocab, blocked=blocked), "两个黄鹂鸣翠柳", locks="_明月____")
+    found = texts(torch_decoder(model, vocab, blocked=blocked), "两个黄鹂鸣翠柳", locks="_明月____")
     assert found and all(line[1:3] == "明月" for line in found)
 
 
@@ -132,9 +133,9 @@ def test_a_listed_single_character_is_never_written_and_cannot_be_locked(
     model: CoupletTransformer, vocab: Vocab
 ) -> None:
     upper = "两个黄鹂鸣翠柳"
-    plain = texts(Decoder(model, vocab), upper)
+    plain = texts(torch_decoder(model, vocab), upper)
     banned = plain[0][2]  # the model's own choice
-    decoder = Decoder(model, vocab, blocked=BlockedWords.from_words([banned], vocab.pieces))
+    decoder = torch_decoder(model, vocab, blocked=BlockedWords.from_words([banned], vocab.pieces))
     found = texts(decoder, upper)
     assert len(found) == len(plain) and all(banned not in line for line in found)
     with pytest.raises(ConstraintError) as err:
@@ -160,7 +161,7 @@ def test_the_search_reads_the_whole_lines_words_when_marks_are_left_out(
     assert boundaries(line) != bounds  # the case this is about: the shortened line segments otherwise
     view = ModelView.of(upper, vocab)
     assert view.line == line and view.word_bounds() == bounds
-    plan = view.plan(Decoder(model, vocab), DecodeOptions())
+    plan = view.plan(torch_decoder(model, vocab), DecodeOptions())
     assert plan.upper == line and plan.bounds() == bounds
-    plain = ModelView.of(line, vocab).plan(Decoder(model, vocab), DecodeOptions())
+    plain = ModelView.of(line, vocab).plan(torch_decoder(model, vocab), DecodeOptions())
     assert plain.word_bounds is None and plain.bounds() == boundaries(line)  # nothing left out

@@ -19,7 +19,8 @@ from model.decoding.options import MAX_CANDIDATES, DecodeOptions
 from model.decoding.plan import ConstraintError
 from model.decoding.search import BeamSearch, allocate, run_search
 from model.decoding.strategies import _diverse_topk
-from model.decoding.torch_engine import wrap
+from model.export.engines import torch_decoder
+from model.export.torch_engine import wrap
 from model.net.transformer import CoupletTransformer
 from tests.model.decoding.fixtures import decode_vocab, tiny_model
 
@@ -31,7 +32,7 @@ def vocab(tmp_path_factory: pytest.TempPathFactory, pairs: list[tuple[str, str]]
 
 @pytest.fixture(scope="module")
 def decoder(vocab: Vocab) -> Decoder:
-    return Decoder(tiny_model(vocab), vocab)
+    return torch_decoder(tiny_model(vocab), vocab)
 
 
 def sequence_logp(model: CoupletTransformer, src: list[int], tgt: list[int], end: bool = True) -> float:
@@ -79,7 +80,7 @@ def test_candidates_are_distinct_ranked_and_scored_by_the_model(decoder, vocab):
         texts = [c.text for c in result.candidates]
         assert len(texts) == 8 == len(set(texts))
         for c in result.candidates:
-            expect = sequence_logp(decoder.model, src, vocab.encode(c.text), end) / (len(upper) + end)
+            expect = sequence_logp(decoder.model.module, src, vocab.encode(c.text), end) / (len(upper) + end)
             assert c.score == pytest.approx(expect, abs=1e-4)
             assert c.report == check(upper, c.text) and c.report.repeats
         scores = [c.score for c in result.candidates]
@@ -163,11 +164,13 @@ def test_classical_mode_uses_the_rusheng_table(decoder, tmp_path, monkeypatch):
 
 
 def test_int8_decoder_keeps_the_rules_and_close_scores(decoder, vocab):
-    fast = Decoder(decoder.model, vocab, int8=True)
+    fast = torch_decoder(decoder.model.module, vocab, int8=True)
     upper = "海纳百川有容乃大"
     for c in fast.generate(upper).candidates:
         assert c.report == check(upper, c.text) and check(upper, c.text).hard_ok
-        exact = sequence_logp(decoder.model, vocab.encode(upper), vocab.encode(c.text), False) / len(upper)
+        exact = sequence_logp(decoder.model.module, vocab.encode(upper), vocab.encode(c.text), False) / len(
+            upper
+        )
         assert c.score == pytest.approx(exact, abs=0.05)
 
 
@@ -190,7 +193,7 @@ def test_make_eval_compares_rules_on_and_off_and_each_weight(tmp_path, vocab, pa
     from model.release.evaluate import main
 
     (tmp_path / "test.tsv").write_text("".join(f"{u}\t{lo}\n" for u, lo in pairs[:12]), encoding="utf-8")
-    save(tmp_path / "model.pt", decoder.model, vocab)
+    save(tmp_path / "model.pt", decoder.model.module, vocab)
     out = tmp_path / "eval"
     assert main(["--model", str(tmp_path / "model.pt"), "--data-dir", str(tmp_path), "--out", str(out),
                  "--compare-rules", "--compare-weights", "--compare-with", "beam_size=1",
@@ -237,7 +240,7 @@ def test_make_eval_rejects_a_bad_comparison_before_decoding(
     from model.release.evaluate import main
 
     (tmp_path / "test.tsv").write_text("".join(f"{u}\t{lo}\n" for u, lo in pairs[:3]), encoding="utf-8")
-    save(tmp_path / "model.pt", decoder.model, vocab)
+    save(tmp_path / "model.pt", decoder.model.module, vocab)
     args = ["--model", str(tmp_path / "model.pt"), "--data-dir", str(tmp_path), "--out", str(tmp_path / "e")]
     if message is None:
         assert main([*args, "--compare-with", spec, "--bootstrap", "0"]) == 0
@@ -260,8 +263,8 @@ def test_make_eval_compares_another_model_on_the_same_lines(tmp_path, vocab, pai
     from model.release.evaluate import main
 
     (tmp_path / "test.tsv").write_text("".join(f"{u}\t{lo}\n" for u, lo in pairs[:12]), encoding="utf-8")
-    save(tmp_path / "model.pt", decoder.model, vocab)
-    save(tmp_path / "same.pt", decoder.model, vocab)
+    save(tmp_path / "model.pt", decoder.model.module, vocab)
+    save(tmp_path / "same.pt", decoder.model.module, vocab)
     torch.manual_seed(5)
     other = CoupletTransformer(decoder.model.cfg)
     save(tmp_path / "other.pt", other, vocab)
@@ -336,7 +339,7 @@ def test_diverse_beam_search_gives_one_line_per_group_scored_by_the_model(decode
     for c in diverse.candidates:
         assert check(upper, c.text).hard_ok
         assert c.score == pytest.approx(
-            sequence_logp(decoder.model, src, vocab.encode(c.text), False) / 4, abs=1e-4
+            sequence_logp(decoder.model.module, src, vocab.encode(c.text), False) / 4, abs=1e-4
         )
     scores = [c.score for c in diverse.candidates]
     assert scores == sorted(scores, reverse=True)  # best first, whichever group found it
@@ -347,7 +350,7 @@ def test_the_pairing_table_adds_its_scores_to_the_search(vocab: Vocab, pairs: li
     score is unchanged), and a heavy weight puts the best-paired characters first."""
     table = PairingTable.count(pairs + [("春风", "秋雨")] * 50)
     model = tiny_model(vocab, seed=2)
-    plain, paired = Decoder(model, vocab), Decoder(model, vocab, pairing=table)
+    plain, paired = torch_decoder(model, vocab), torch_decoder(model, vocab, pairing=table)
     options = DecodeOptions(n_best=20, beam_size=40, rules=False, locks="秋_")  # every line pairs 春 -> 秋
     upper = "春风"
     before = {c.text: c for c in plain.generate(upper, options).candidates}

@@ -18,6 +18,7 @@ from data.vocab import Vocab
 from model.decoding.decoder import Decoder
 from model.decoding.long_lines import LONG_FROM
 from model.decoding.options import DecodeOptions
+from model.export.engines import torch_decoder
 from model.net.checkpoint import build_model
 from model.net.tagger import CoupletTagger
 from model.net.transformer import CoupletTransformer, ModelConfig
@@ -40,10 +41,10 @@ def decoder(vocab: Vocab, request: pytest.FixtureRequest) -> Decoder:
     cfg = ModelConfig(vocab_size=len(vocab), **SMALL)
     model = CoupletTransformer(cfg).eval()
     if request.param == "model":
-        return Decoder(model, vocab)
+        return torch_decoder(model, vocab)
     tagger = build_model(cfg.with_(kind="tagger"))
     served = request.param.endswith("onnx int8")
-    return Decoder(
+    return torch_decoder(
         model,
         vocab,
         int8=served,

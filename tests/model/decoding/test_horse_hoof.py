@@ -17,6 +17,7 @@ from model.decoding.options import DecodeOptions
 from model.decoding.plan import hoof_wants
 from model.decoding.score_rules import HorseHoof
 from model.decoding.vocab_tables import NEG_INF
+from model.export.engines import torch_decoder
 from tests.model.decoding.fixtures import decode_vocab, reverse_of, tiny_model
 
 KEEPING = [  # upper lines whose clause ends keep 马蹄韵: 平仄, 平平仄, 仄平平仄
@@ -35,7 +36,7 @@ def vocab(tmp_path_factory: pytest.TempPathFactory, pairs: list[tuple[str, str]]
 
 @pytest.fixture(scope="module", params=[0, 1, 2])
 def decoder(request: pytest.FixtureRequest, vocab: Vocab) -> Decoder:
-    return Decoder(tiny_model(vocab, seed=request.param), vocab)
+    return torch_decoder(tiny_model(vocab, seed=request.param), vocab)
 
 
 def test_the_plan_asks_each_clause_end_but_the_last_for_the_mirrored_tone(decoder: Decoder) -> None:
@@ -101,7 +102,7 @@ def test_a_long_couplet_keeps_it_across_its_segments(decoder: Decoder) -> None:
 
 
 def test_upper_lines_for_a_lower_line_keep_the_upper_pattern(vocab: Vocab) -> None:
-    reverse = Decoder(reverse_of(tiny_model(vocab, seed=4)), vocab)
+    reverse = torch_decoder(reverse_of(tiny_model(vocab, seed=4)), vocab)
     lower = "风调雨顺，福临门第，一城喜气贯神州"  # 仄仄平
     _, plan = reverse.plan_view(lower, OPTIONS)
     assert plan.hoof == ((3, Tone.LEVEL), (8, Tone.LEVEL))

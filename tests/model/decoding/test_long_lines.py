@@ -15,6 +15,7 @@ from model.decoding.decoder import Decoder
 from model.decoding.long_lines import LONG_FROM, SEGMENT_CHARS, segments
 from model.decoding.options import DecodeOptions
 from model.decoding.plan import ConstraintError
+from model.export.engines import torch_decoder
 from tests.model.decoding.fixtures import decode_vocab, tiny_model, tiny_tagger
 
 # the example (35 characters), a 长联 of clauses joined from the fixture couplets with
@@ -31,7 +32,7 @@ def vocab(tmp_path_factory: pytest.TempPathFactory, pairs: list[tuple[str, str]]
 
 @pytest.fixture(scope="module")
 def decoder(vocab: Vocab) -> Decoder:
-    return Decoder(tiny_model(vocab, seed=7), vocab, proposer=tiny_tagger(vocab, seed=8))
+    return torch_decoder(tiny_model(vocab, seed=7), vocab, proposer=tiny_tagger(vocab, seed=8))
 
 
 def texts(decoder: Decoder, upper: str, **options: object) -> list[str]:

@@ -18,17 +18,18 @@ from data.paths import graph_cache_dir
 from data.rules import check
 from data.vocab import BOS_ID, EOS_ID, PAD_ID, UNK_ID, Vocab
 from model.decoding.decoder import Decoder
-from model.decoding.onnx_engine import GraphCache, OnnxTagger, OnnxTransformer
-from model.decoding.onnx_export import model_key
+from model.decoding.onnx_engine import GraphCache
 from model.decoding.onnx_graphs import Graph
 from model.decoding.options import DecodeOptions
 from model.decoding.search import BeamSearch, run_search
 from model.decoding.shortlist import Shortlist
-from model.decoding.torch_engine import wrap
-from model.net.capabilities import LOG_PROBS
+from model.export.engines import onnx_copy, torch_decoder
+from model.export.onnx_export import model_key
+from model.export.torch_engine import wrap
 from model.net.checkpoint import build_model
 from model.net.tagger import CoupletTagger
 from model.net.transformer import CoupletTransformer, ModelConfig
+from model.spec.capabilities import LOG_PROBS
 from tests.model.decoding.fixtures import DEEP, decode_vocab
 
 UPPERS = ["春风得意", "天对地，雨对风。", "上海自来水来自海上", "山山水水", "海纳百川有容乃大"]
@@ -66,7 +67,7 @@ def test_engine_steps_match_the_models_cached_steps(vocab: Vocab, aligned: bool)
     states, the output layer over them and the tagger's pass: within float
     rounding of PyTorch (the engine on arrays, the model on tensors)."""
     s2s, tagger = models(vocab, aligned)
-    engine = OnnxTransformer(s2s, cache_dir=graph_cache_dir())
+    engine = onnx_copy(s2s, cache_dir=graph_cache_dir())
     assert LOG_PROBS in engine.capabilities
     src = tokens([vocab.encode("海纳百川"), vocab.encode("春风得意")])
     src_t = torch.from_numpy(src)
@@ -100,7 +101,7 @@ def test_engine_steps_match_the_models_cached_steps(vocab: Vocab, aligned: bool)
         # them (the head graph takes rows of states)
         flat, flat_t = states.reshape(-1, states.shape[-1]), want_t.reshape(-1, want_t.shape[-1])
         assert np.allclose(engine.head(flat), of(s2s.logits(flat_t)), atol=1e-4)
-        onnx_tagger = OnnxTagger(tagger, cache_dir=graph_cache_dir())
+        onnx_tagger = onnx_copy(tagger, cache_dir=graph_cache_dir())
         assert np.allclose(onnx_tagger.logits(src), of(tagger.encode(src_t)), atol=1e-4)
         # both engines' lattices (the steps over them are lattice.py's, tests/model/net/test_tagger.py)
         assert np.allclose(onnx_tagger.encode(src), wrap(tagger).encode(src), atol=1e-4)
@@ -111,7 +112,7 @@ def test_a_step_scoring_a_shortlist_in_the_graph_matches_pytorchs_output_layer(v
     different lengths, so one is padded) equal the step's states through ``Shortlist.log_probs``,
     and the caches advance alike."""
     s2s, _ = models(vocab)
-    engine = OnnxTransformer(s2s, cache_dir=graph_cache_dir())
+    engine = onnx_copy(s2s, cache_dir=graph_cache_dir())
     src = tokens([vocab.encode("海纳百川"), vocab.encode("春风得意")])
     ids = [[EOS_ID, *vocab.encode("江山如画")], vocab.encode("秋月无边")]
     shortlist = Shortlist.build(ids, s2s.head.weight.detach().numpy())
@@ -131,14 +132,14 @@ def test_a_step_scoring_a_shortlist_in_the_graph_matches_pytorchs_output_layer(v
 def test_engine_refuses_padded_sources(vocab: Vocab) -> None:
     """The graphs take no source mask, so every way in refuses padding instead of attending to it."""
     s2s, tagger = models(vocab)
-    engine = OnnxTransformer(s2s, cache_dir=graph_cache_dir())
+    engine = onnx_copy(s2s, cache_dir=graph_cache_dir())
     src = tokens([vocab.encode("海纳百川"), [*vocab.encode("春风"), PAD_ID, PAD_ID]])
     with torch.inference_mode():
         memory = of(s2s.encode(torch.from_numpy(src)))
     for way_in in (
         lambda: engine.encode(src),
         lambda: engine.new_cache(memory, src, 4),
-        lambda: OnnxTagger(tagger, cache_dir=graph_cache_dir()).encode(src),
+        lambda: onnx_copy(tagger, cache_dir=graph_cache_dir()).encode(src),
     ):
         with pytest.raises(ValueError, match="unpadded"):
             way_in()
@@ -151,7 +152,7 @@ def test_beam_search_on_the_engine_equals_pytorch(vocab: Vocab) -> None:
     table[0, :4, [PAD_ID, BOS_ID, EOS_ID, UNK_ID]] = float("-inf")  # no special token inside the line
     table[0, 4] = float("-inf")
     table[0, 4, EOS_ID] = 0.0
-    a = run_search(OnnxTransformer(s2s, cache_dir=graph_cache_dir()), src, table, [], BeamSearch(6))
+    a = run_search(onnx_copy(s2s, cache_dir=graph_cache_dir()), src, table, [], BeamSearch(6))
     b = run_search(wrap(s2s), src, table, [], BeamSearch(6))  # PyTorch's model on the same arrays
     assert a[0].tolist() == b[0].tolist()
     assert np.allclose(a[2], b[2], atol=1e-4)
@@ -171,8 +172,8 @@ def test_beam_search_on_the_engine_equals_pytorch(vocab: Vocab) -> None:
 )
 def test_decoder_on_onnx_gives_pytorchs_lines(vocab: Vocab, options: DecodeOptions) -> None:
     s2s, tagger = models(vocab)
-    eager = Decoder(s2s, vocab, proposer=tagger)
-    onnx = Decoder(s2s, vocab, proposer=tagger, runtime="onnx", graph_cache=graph_cache_dir())
+    eager = torch_decoder(s2s, vocab, proposer=tagger)
+    onnx = torch_decoder(s2s, vocab, proposer=tagger, runtime="onnx", graph_cache=graph_cache_dir())
     uppers = UPPERS if options.locks is None else ["海纳百川有容乃大"]
     for upper in uppers:
         want, got = eager.generate(upper, options), onnx.generate(upper, options)
@@ -184,7 +185,9 @@ def test_decoder_on_onnx_gives_pytorchs_lines(vocab: Vocab, options: DecodeOptio
 @pytest.mark.slow
 def test_int8_onnx_decoder_keeps_the_rules_and_close_scores(vocab: Vocab) -> None:
     s2s, tagger = models(vocab)
-    decoder = Decoder(s2s, vocab, int8=True, proposer=tagger, runtime="onnx", graph_cache=graph_cache_dir())
+    decoder = torch_decoder(
+        s2s, vocab, int8=True, proposer=tagger, runtime="onnx", graph_cache=graph_cache_dir()
+    )
     for options in (DecodeOptions(n_best=5), replace(DecodeOptions(n_best=5), fast=True)):
         for upper in UPPERS:
             for c in decoder.generate(upper, options).candidates:
@@ -202,7 +205,7 @@ def test_int8_onnx_decoder_keeps_the_rules_and_close_scores(vocab: Vocab) -> Non
 def test_an_unknown_runtime_is_refused(vocab: Vocab) -> None:
     s2s, _ = models(vocab)
     with pytest.raises(ValueError, match="runtime must be one of torch, onnx"):
-        Decoder(s2s, vocab, runtime="tensorrt")  # type: ignore[arg-type]  # deliberately not a Runtime
+        torch_decoder(s2s, vocab, runtime="tensorrt")  # type: ignore[arg-type]  # deliberately not a Runtime
 
 
 def _answers(decoder: Decoder) -> list[list[tuple[str, float, float]]]:
@@ -217,7 +220,7 @@ def test_cached_graphs_decode_exactly_as_freshly_exported_ones(vocab: Vocab, tmp
     """The first decoder on an empty folder exports its graphs and writes them; the second reads
     them and decodes alike."""
     s2s, tagger = models(vocab)
-    first = Decoder(s2s, vocab, int8=True, proposer=tagger, runtime="onnx", graph_cache=tmp_path)
+    first = torch_decoder(s2s, vocab, int8=True, proposer=tagger, runtime="onnx", graph_cache=tmp_path)
     # (beside them their export locks, and the traced templates where this process traced them)
     written = sorted(p.name for p in tmp_path.glob("*.onnx") if not p.name.startswith("template-"))
     # the six graphs of the encoder-decoder (the full-vocabulary output layer one of them) and the tagger's
@@ -232,7 +235,7 @@ def test_cached_graphs_decode_exactly_as_freshly_exported_ones(vocab: Vocab, tmp
         "tag",
     }
     graphs = {p.name: p.read_bytes() for p in tmp_path.glob("*.onnx")}
-    second = Decoder(s2s, vocab, int8=True, proposer=tagger, runtime="onnx", graph_cache=tmp_path)
+    second = torch_decoder(s2s, vocab, int8=True, proposer=tagger, runtime="onnx", graph_cache=tmp_path)
     assert {p.name: p.read_bytes() for p in tmp_path.glob("*.onnx")} == graphs  # read, not written again
     assert _answers(second) == _answers(first)  # the very scores, not close ones
 
@@ -247,13 +250,13 @@ def test_the_cache_key_follows_the_weights_and_a_damaged_graph_is_replaced(
     assert mine.path("step", True) != theirs.path("step", True)
     assert mine.path("step", True) != mine.path("step", False)
     # this model's graphs, as the run's folder has them (exported there once), in a folder of the test's own
-    fresh = _answers(Decoder(s2s, vocab, runtime="onnx", graph_cache=graph_cache_dir()))
+    fresh = _answers(torch_decoder(s2s, vocab, runtime="onnx", graph_cache=graph_cache_dir()))
     run = GraphCache(graph_cache_dir(), mine.key)
     for name in ("encode", "prepare", "step", "scored_step", "decode_states", "head"):
         mine.path(name, False).write_bytes(run.path(name, False).read_bytes())
     step = mine.path("step", False)
     step.write_bytes(b"not a graph")
-    assert _answers(Decoder(s2s, vocab, runtime="onnx", graph_cache=tmp_path)) == fresh
+    assert _answers(torch_decoder(s2s, vocab, runtime="onnx", graph_cache=tmp_path)) == fresh
     assert step.read_bytes() != b"not a graph"
 
 
@@ -332,7 +335,7 @@ def test_the_int8_tagger_quantises_every_product_with_a_weight_its_tied_head_too
 
     _, tagger = models(vocab)
     assert tagger.cfg.tie_embeddings  # the head's weight is the embedding's
-    OnnxTagger(tagger, int8=True, cache_dir=graph_cache_dir())
+    onnx_copy(tagger, int8=True, cache_dir=graph_cache_dir())
     graph = onnx.load_from_string(GraphCache(graph_cache_dir(), model_key(tagger)).read("tag", True) or b"")
     weights = {w.name for w in graph.graph.initializer}
     ops = [n.op_type for n in graph.graph.node]
@@ -349,11 +352,11 @@ def test_an_int8_graph_is_quantised_from_the_cached_fp32_one_without_an_export(
 ) -> None:
     """With the fp32 graph in the cache, the int8 one is its quantisation, with no export; a
     damaged fp32 file is exported again instead."""
-    import model.decoding.onnx_export as export_module
     import model.decoding.onnx_graphs as graphs_module
+    import model.export.onnx_export as export_module
 
     _, tagger = models(vocab, seed=8)
-    fp32 = OnnxTagger(tagger, cache_dir=tmp_path)
+    fp32 = onnx_copy(tagger, cache_dir=tmp_path)
     cache = GraphCache(tmp_path, model_key(tagger))
     src = tokens([vocab.encode("海纳百川")])
 
@@ -362,10 +365,10 @@ def test_an_int8_graph_is_quantised_from_the_cached_fp32_one_without_an_export(
 
     with monkeypatch.context() as patch:
         patch.setattr(export_module, "_export", no_export)
-        int8 = OnnxTagger(tagger, int8=True, cache_dir=tmp_path)
+        int8 = onnx_copy(tagger, int8=True, cache_dir=tmp_path)
     assert cache.read("tag", True) == graphs_module._quantised(cache.read("tag", False) or b"")
     assert np.allclose(int8.logits(src), fp32.logits(src), atol=0.5)
     cache.path("tag", True).unlink()
     cache.path("tag", False).write_bytes(b"not a graph")
-    again = OnnxTagger(tagger, int8=True, cache_dir=tmp_path)  # exported, as without the fp32 graph
+    again = onnx_copy(tagger, int8=True, cache_dir=tmp_path)  # exported, as without the fp32 graph
     assert np.array_equal(again.logits(src), int8.logits(src))

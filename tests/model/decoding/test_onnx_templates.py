@@ -18,8 +18,8 @@ import torch
 from torch import Tensor, nn
 
 from data.vocab import Vocab
-from model.decoding import onnx_templates
-from model.decoding.onnx_export import exporter, tagger_specs, transformer_specs
+from model.export import onnx_templates
+from model.export.onnx_export import exporter, tagger_specs, transformer_specs
 from model.net.checkpoint import build_model
 from model.net.tagger import CoupletTagger
 from model.net.transformer import CoupletTransformer, ModelConfig
@@ -204,7 +204,7 @@ def test_no_computation_reads_an_untraced_setting() -> None:
     from name the direction (the template check runs on example ids, so a branch on it that only
     some ids meet could pass the check)."""
     root = Path(__file__).resolve().parents[3]
-    sources = [*(root / "model" / "net").glob("*.py"), root / "model" / "decoding" / "onnx_export.py"]
+    sources = [*(root / "model" / "net").glob("*.py"), root / "model" / "export" / "onnx_export.py"]
     for path in sources:
         if path.name == "config.py":  # where the field is declared
             continue

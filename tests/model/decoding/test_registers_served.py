@@ -10,11 +10,10 @@ import torch
 
 from data.paths import graph_cache_dir
 from data.vocab import Vocab
-from model.decoding.decoder import Decoder
-from model.decoding.onnx_engine import OnnxTransformer
 from model.decoding.options import DecodeOptions
 from model.decoding.plan import ConstraintError
 from model.decoding.registers import register_index
+from model.export.engines import onnx_copy, torch_decoder
 from model.net.checkpoint import build_model
 from model.net.transformer import CoupletTransformer, ModelConfig
 from tests.model.decoding.fixtures import SMALL, decode_vocab
@@ -40,7 +39,7 @@ def registered(vocab: Vocab, n_registers: int = 3) -> CoupletTransformer:
 @pytest.mark.slow
 def test_the_onnx_encoder_adds_the_register_as_pytorch_does(vocab: Vocab) -> None:
     model = registered(vocab)
-    engine = OnnxTransformer(model, cache_dir=graph_cache_dir())
+    engine = onnx_copy(model, cache_dir=graph_cache_dir())
     src = np.array([vocab.encode(UPPER)] * 3, dtype=np.int64)
     register = np.array([0, 1, 2], dtype=np.int64)
     want = model.encode(torch.from_numpy(src), torch.from_numpy(register)).detach().numpy()
@@ -53,8 +52,8 @@ def test_the_onnx_encoder_adds_the_register_as_pytorch_does(vocab: Vocab) -> Non
 @pytest.mark.parametrize("register", ["general", "classical", "formal"])
 def test_the_decoder_writes_in_the_register_asked_for_on_either_runtime(vocab: Vocab, register: str) -> None:
     model = registered(vocab)
-    eager = Decoder(model, vocab)
-    onnx = Decoder(model, vocab, runtime="onnx", graph_cache=graph_cache_dir())
+    eager = torch_decoder(model, vocab)
+    onnx = torch_decoder(model, vocab, runtime="onnx", graph_cache=graph_cache_dir())
     options = DecodeOptions(n_best=4, register=register)
     want, got = eager.generate(UPPER, options), onnx.generate(UPPER, options)
     assert [c.text for c in got.candidates] == [c.text for c in want.candidates]
@@ -63,7 +62,7 @@ def test_the_decoder_writes_in_the_register_asked_for_on_either_runtime(vocab: V
 
 
 def test_registers_change_the_scores_of_the_same_lines(vocab: Vocab) -> None:
-    decoder = Decoder(registered(vocab), vocab)
+    decoder = torch_decoder(registered(vocab), vocab)
     general = decoder.generate(UPPER, DecodeOptions(n_best=4))
     formal = decoder.generate(UPPER, DecodeOptions(n_best=4, register="formal"))
     pairs = [(c.text, c.score) for c in general.candidates]
@@ -76,7 +75,7 @@ def test_registers_change_the_scores_of_the_same_lines(vocab: Vocab) -> None:
 
 
 def test_a_model_without_registers_writes_the_general_one_only(vocab: Vocab) -> None:
-    decoder = Decoder(registered(vocab, n_registers=0), vocab)
+    decoder = torch_decoder(registered(vocab, n_registers=0), vocab)
     assert decoder.generate(UPPER, DecodeOptions(n_best=2, register="general")).candidates
     with pytest.raises(ConstraintError, match="formal") as info:
         decoder.generate(UPPER, DecodeOptions(n_best=2, register="formal"))

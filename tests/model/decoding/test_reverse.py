@@ -14,6 +14,7 @@ from model.decoding.decoder import Decoder
 from model.decoding.options import DecodeOptions
 from model.decoding.plan import ConstraintError, plan_request
 from model.decoding.vocab_tables import VocabTables
+from model.export.engines import torch_decoder
 from model.net.transformer import CoupletTransformer, ModelConfig
 from tests.model.decoding.fixtures import decode_vocab, reverse_of, tiny_model
 
@@ -33,7 +34,7 @@ def reverse_model(vocab: Vocab, seed: int = 0) -> CoupletTransformer:
 
 @pytest.fixture(scope="module")
 def reverse(vocab: Vocab) -> Decoder:
-    return Decoder(reverse_model(vocab), vocab)
+    return torch_decoder(reverse_model(vocab), vocab)
 
 
 def test_the_tone_at_the_end_is_mirrored() -> None:
@@ -74,7 +75,7 @@ def test_upper_lines_for_a_lower_line_keep_the_mirrored_rules(reverse: Decoder, 
 
 
 def test_the_forward_model_on_the_same_line_is_not_reported_reversed(vocab: Vocab) -> None:
-    forward = Decoder(tiny_model(vocab), vocab)
+    forward = torch_decoder(tiny_model(vocab), vocab)
     c = forward.generate(LEVEL_END, DecodeOptions(n_best=1)).candidates[0]
     assert c.report == check(LEVEL_END, c.text)
     assert check_answer(LEVEL_END, c.text, reverse=True) == check(c.text, LEVEL_END)

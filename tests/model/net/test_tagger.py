@@ -16,20 +16,22 @@ from data.rules import check
 from data.text import is_han
 from data.tones import Tone
 from data.vocab import Vocab
-from model.decoding.decoder import Decoder, ModelView
+from model.decoding.decoder import ModelView
 from model.decoding.options import DecodeOptions
 from model.decoding.search import rescore
 from model.decoding.shortlist import Shortlist
-from model.decoding.torch_engine import wrap
+from model.export.engines import torch_decoder
+from model.export.models import models_of
+from model.export.torch_engine import wrap
 from model.net.batch import collate
 from model.net.checkpoint import build_model, load_model
 from model.net.tagger import CoupletTagger
 from model.net.transformer import BOS_ID, EOS_ID, PAD_ID, CoupletTransformer, ModelConfig
-from model.release.bundle import load_bundle, model_meta
 from model.release.card import render
 from model.release.card_sections import training_summary
 from model.release.export import export_bundle
-from model.release.layout import PROPOSER_WEIGHTS
+from model.store.bundle import load_bundle, model_meta
+from model.store.layout import PROPOSER_WEIGHTS
 from model.train import main
 from model.training.greedy import greedy
 from tests.model.decoding.fixtures import decode_vocab
@@ -131,7 +133,7 @@ UPPERS = ["春风得意", "天对地，雨对风。", "上海自来水来自海�
 @pytest.mark.parametrize("int8", [False, True])
 def test_proposer_candidates_keep_the_rules_and_carry_the_models_scores(dvocab: Vocab, int8: bool) -> None:
     s2s, tagger = random_models(dvocab)
-    decoder = Decoder(s2s, dvocab, proposer=tagger, int8=int8)
+    decoder = torch_decoder(s2s, dvocab, proposer=tagger, int8=int8)
     options = DecodeOptions(
         n_best=5, proposals=12, rhythm_weight=0.0, three_level_weight=0.0, fast=True, shortlist=0
     )
@@ -156,7 +158,7 @@ def test_proposer_candidates_keep_the_rules_and_carry_the_models_scores(dvocab: 
 
 def test_proposer_locks_and_required_characters(dvocab: Vocab) -> None:
     s2s, tagger = random_models(dvocab)
-    decoder = Decoder(s2s, dvocab, proposer=tagger)
+    decoder = torch_decoder(s2s, dvocab, proposer=tagger)
     result = decoder.generate(
         "海纳百川有容乃大", DecodeOptions(n_best=4, locks="__春_____", required_chars="月")
     )
@@ -166,9 +168,9 @@ def test_proposer_locks_and_required_characters(dvocab: Vocab) -> None:
 
 def test_ensemble_weight_zero_without_shortlist_is_the_model_alone(dvocab: Vocab) -> None:
     s2s, tagger = random_models(dvocab)
-    plain = Decoder(s2s, dvocab).generate("海纳百川有容乃大", DecodeOptions(n_best=5))
+    plain = torch_decoder(s2s, dvocab).generate("海纳百川有容乃大", DecodeOptions(n_best=5))
     options = DecodeOptions(n_best=5, ensemble_weight=0.0, shortlist=0)
-    assert Decoder(s2s, dvocab, proposer=tagger).generate("海纳百川有容乃大", options) == plain
+    assert torch_decoder(s2s, dvocab, proposer=tagger).generate("海纳百川有容乃大", options) == plain
 
 
 def sure_tagger(tagger: CoupletTagger, vocab: Vocab, word: str) -> CoupletTagger:
@@ -192,7 +194,7 @@ def test_ensemble_steers_the_search_but_scores_stay_the_models(dvocab: Vocab) ->
     upper = "春风得意"
     tagger = sure_tagger(tagger, dvocab, WORD)
     options = DecodeOptions(n_best=4, ensemble_weight=2.0, shortlist=0, rhythm_weight=0, three_level_weight=0)
-    result = Decoder(s2s, dvocab, proposer=tagger).generate(upper, options)
+    result = torch_decoder(s2s, dvocab, proposer=tagger).generate(upper, options)
     src = torch.tensor([dvocab.encode(upper)])
     with torch.inference_mode():
         lattice = F.log_softmax(tagger.encode(src)[0].float(), dim=-1)  # (L, V)
@@ -212,7 +214,7 @@ def test_shortlist_scores_only_the_taggers_top_tokens(dvocab: Vocab) -> None:
     tokens the tagger ranks in its top five at some position (among those the rules allow
     there): here its first five, and at the end its first five level characters."""
     s2s, tagger = random_models(dvocab)
-    decoder = Decoder(s2s, dvocab, proposer=tagger)
+    decoder = torch_decoder(s2s, dvocab, proposer=tagger)
     upper = "春风得意"  # ends oblique: the lower line must end on a surely level character
     end_ok = decoder.tables.end_ok("modern", Tone.LEVEL)
     han = [p for p in dvocab.pieces if len(p) == 1 and is_han(p) and p not in upper]
@@ -235,7 +237,7 @@ def test_shortlist_scores_are_the_models_log_probs_over_the_list(
 ) -> None:
     """In the normal search and in the fast mode's rescoring alike."""
     s2s, tagger = random_models(dvocab)
-    decoder = Decoder(s2s, dvocab, proposer=tagger)
+    decoder = torch_decoder(s2s, dvocab, proposer=tagger)
     built: list[list[np.ndarray]] = []
     original = Shortlist.from_rows
 
@@ -263,7 +265,7 @@ def test_a_shortlist_too_small_for_the_rules_falls_back_to_every_token(dvocab: V
     """Three tokens cannot fill four positions that must differ: the search runs again over
     the whole vocabulary instead of failing."""
     s2s, tagger = random_models(dvocab)
-    decoder = Decoder(s2s, dvocab, proposer=sure_tagger(tagger, dvocab, WORD))
+    decoder = torch_decoder(s2s, dvocab, proposer=sure_tagger(tagger, dvocab, WORD))
     result = decoder.generate("春风得意", DecodeOptions(n_best=3, ensemble_weight=0.0, shortlist=3))
     assert result.candidates and all(check("春风得意", c.text).hard_ok for c in result.candidates)
     assert not all(set(c.text) <= set(WORD[:3]) for c in result.candidates)
@@ -284,12 +286,12 @@ def test_shortlist_log_probs_are_normalised_over_the_list() -> None:
 def test_a_proposer_needs_an_encoder_decoder_to_rescore(dvocab: Vocab) -> None:
     _, tagger = random_models(dvocab)
     with pytest.raises(ValueError, match="encoder-decoder"):
-        Decoder(tagger, dvocab, proposer=tagger)
+        torch_decoder(tagger, dvocab, proposer=tagger)
 
 
 def test_tagger_alone_decodes_under_the_rules(dvocab: Vocab) -> None:
     _, tagger = random_models(dvocab)
-    result = Decoder(tagger, dvocab).generate("上海自来水来自海上", DecodeOptions(n_best=5))
+    result = torch_decoder(tagger, dvocab).generate("上海自来水来自海上", DecodeOptions(n_best=5))
     assert result.candidates and all(check("上海自来水来自海上", c.text).hard_ok for c in result.candidates)
 
 
@@ -297,11 +299,11 @@ def test_bundle_carries_the_proposer(tmp_path: Path, dvocab: Vocab) -> None:
     s2s, tagger = random_models(dvocab)
     out = export_bundle(tmp_path / "b", s2s, dvocab, proposer=tagger, train_uppers=["春风得意"])
     assert (out / PROPOSER_WEIGHTS).is_file()
-    bundle = load_bundle(out)
-    assert isinstance(bundle.proposer, CoupletTagger)
-    for a, b in zip(tagger.state_dict().values(), bundle.proposer.state_dict().values(), strict=True):
+    proposer = models_of(load_bundle(out)).proposer
+    assert isinstance(proposer, CoupletTagger)
+    for a, b in zip(tagger.state_dict().values(), proposer.state_dict().values(), strict=True):
         assert torch.allclose(a, b, atol=1e-3)  # fp16 in the bundle
-    assert load_bundle(export_bundle(tmp_path / "plain", s2s, dvocab)).proposer is None
+    assert not load_bundle(export_bundle(tmp_path / "plain", s2s, dvocab)).has_proposer
 
 
 @pytest.mark.slow
@@ -321,7 +323,7 @@ def test_tiny_tagger_memorises_pairs_and_is_bundled_as_proposer(
     s2s_args = ["--preset", "tiny", "--out", str(tmp_path / "s2s"), "--max-steps", "30", "--no-eval"]
     assert main([*s2s_args, *common, "--proposer", str(tmp_path / "tagger")]) == 0
     bundle = load_bundle(tmp_path / "s2s" / "bundle")
-    assert isinstance(bundle.proposer, CoupletTagger)
+    assert isinstance(models_of(bundle).proposer, CoupletTagger)
     # the bundled proposer keeps its run's step and best validation figure, which the card shows
     _, _, tagger_meta = load_model(tmp_path / "tagger" / "best.pt")
     bundled_meta = model_meta(tmp_path / "s2s" / "bundle", proposer=True)

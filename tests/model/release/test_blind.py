@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from data.paths import default_model_dir
+from model.export.engines import torch_decoder
 from model.release.blind import main, p_value, sign_test, wilson
 
 UPPERS = ["春风得意马蹄疾", "海阔凭鱼跃", "书山有路勤为径", "一帆风顺", "明月松间照", "花开富贵"]
@@ -223,7 +224,6 @@ def test_a_model_with_registers_writes_each_group_in_its_register(tmp_path: Path
     """The formal lines in the formal register, the classical ones in the classical one, the rest
     (here wb14123) in the general one: each line as the decoder writes it in that register."""
     from data.paths import graph_cache_dir
-    from model.decoding.decoder import Decoder
     from model.decoding.options import SERVE_INT8, SERVE_RUNTIME, DecodeOptions
     from model.net.checkpoint import save
     from model.release.blind import Line, by_register, decoded
@@ -239,7 +239,9 @@ def test_a_model_with_registers_writes_each_group_in_its_register(tmp_path: Path
     assert by_register(lines, 3) == {"formal": [0, 3], "general": [1], "classical": [2]}
     assert by_register(lines, 0) == {"general": [0, 1, 2, 3]}
     got = decoded(path, lines)
-    decoder = Decoder(model, vocab, int8=SERVE_INT8, runtime=SERVE_RUNTIME, graph_cache=graph_cache_dir())
+    decoder = torch_decoder(
+        model, vocab, int8=SERVE_INT8, runtime=SERVE_RUNTIME, graph_cache=graph_cache_dir()
+    )
     for line, text in zip(lines, got, strict=True):
         register = line.group if line.group != "wb14123" else "general"
         want = decoder.generate(line.upper, DecodeOptions(register=register)).candidates

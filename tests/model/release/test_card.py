@@ -111,7 +111,7 @@ def test_a_bundle_keeps_the_counts_of_its_own_data(tmp_path, monkeypatch):
     from data.vocab import Vocab
     from model.net.transformer import CoupletTransformer, ModelConfig
     from model.release.export import export_bundle
-    from model.release.layout import DATA_REPORT
+    from model.store.layout import DATA_REPORT
 
     vocab = Vocab.train(["春风得意马蹄疾", "秋雨无声雁影孤"] * 3, tmp_path / "spm")
     model = CoupletTransformer(ModelConfig(vocab_size=len(vocab), d_model=32, n_heads=2, d_ff=64))

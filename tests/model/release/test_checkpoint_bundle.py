@@ -20,6 +20,7 @@ from data.banners import BANNERS_FILE
 from data.pairing import PairingTable
 from data.vocab import Vocab
 from model.decoding.blocked import BlockedWords
+from model.export.models import models_of
 from model.net.checkpoint import (
     CHECKSUM_KEY,
     CorruptCheckpoint,
@@ -32,11 +33,11 @@ from model.net.checkpoint import (
     verified,
 )
 from model.net.transformer import CoupletTransformer, ModelConfig
-from model.release.bundle import check_models, load_bundle, model_meta
 from model.release.bundle_cli import main as bundle_main
 from model.release.export import export_bundle
-from model.release.fingerprint import FingerprintIndex, KnownLowers, fingerprint
-from model.release.layout import (
+from model.store.bundle import check_models, load_bundle, model_meta
+from model.store.fingerprint import FingerprintIndex, KnownLowers, fingerprint
+from model.store.layout import (
     CONFIG_FILE,
     DOC_FILES,
     FINGERPRINTS_FILE,
@@ -132,7 +133,7 @@ def test_bundle_round_trip(tmp_path, vocab: Vocab, pairs) -> None:
     src = torch.tensor([vocab.encode("明月松间照")])
     tgt = torch.tensor([[vocab.bos_id, *vocab.encode("清泉石上流")]])
     with torch.no_grad():
-        torch.testing.assert_close(b.model(src, tgt), model(src, tgt), atol=0.05, rtol=0.05)
+        torch.testing.assert_close(models_of(b).model(src, tgt), model(src, tgt), atol=0.05, rtol=0.05)
     export_bundle(out, model, vocab, train_uppers=["x"])  # replacing an existing bundle
     assert len(load_bundle(out).fingerprints) == 1
 
@@ -330,17 +331,17 @@ def test_the_reverse_model_shares_the_models_embeddings(tmp_path, vocab: Vocab, 
     # what it saves: the embedding table (vocabulary x width, fp16), about half a small model
     table = model.embed.weight.numel() * 2
     assert (out / WEIGHTS_FILE).stat().st_size - (out / REVERSE_WEIGHTS).stat().st_size > 0.9 * table
-    bundle = load_bundle(out)
-    assert bundle.reverse is not None and bundle.reverse.cfg.reverse
+    models = models_of(load_bundle(out))
+    assert models.reverse is not None and models.reverse.cfg.reverse
     expect = {k: v.half().float() for k, v in reverse.state_dict().items()}
-    got = bundle.reverse.state_dict()
+    got = models.reverse.state_dict()
     assert all(torch.equal(got[k], expect[k]) for k in expect)  # every tensor, the shared one too
-    assert bundle.reverse.embed.weight.data_ptr() != bundle.model.embed.weight.data_ptr()
+    assert models.reverse.embed.weight.data_ptr() != models.model.embed.weight.data_ptr()
     assert model_meta(out, reverse=True)["step"] == 9
     check_models(out)
-    assert load_bundle(export_small(tmp_path / "plain", vocab, pairs)).reverse is not None
+    assert load_bundle(export_small(tmp_path / "plain", vocab, pairs)).has_reverse
     assert export_bundle(tmp_path / "none", model, vocab, train_uppers=["x"]) and (
-        load_bundle(tmp_path / "none").reverse is None
+        not load_bundle(tmp_path / "none").has_reverse
     )
 
 
@@ -419,13 +420,15 @@ def test_the_weights_refuse_damage_without_a_manifest(tmp_path, vocab: Vocab, pa
     assert at > 0
     (out / WEIGHTS_FILE).write_bytes(good[: at + 64] + bytes(256) + good[at + 320 :])
     with pytest.raises(CorruptCheckpoint, match=r"model\.safetensors: damaged weights"):
-        load_bundle(out)
+        check_models(out)  # the server's check, without PyTorch
+    with pytest.raises(CorruptCheckpoint, match=r"model\.safetensors: damaged weights"):
+        models_of(load_bundle(out))  # read into PyTorch
     (out / WEIGHTS_FILE).write_bytes(good[: len(good) // 2])
     with pytest.raises(CorruptCheckpoint, match=r"model\.safetensors: not a safetensors file") as e:
-        load_bundle(out)
+        check_models(out)
     assert "\n" not in str(e.value)
     (out / WEIGHTS_FILE).write_bytes(good)
-    load_bundle(out)
+    check_models(out)
     config = (out / CONFIG_FILE).read_text(encoding="utf-8")
     (out / CONFIG_FILE).write_text(config[:-20], encoding="utf-8")
     with pytest.raises(CorruptCheckpoint, match=r"config\.json: not a model configuration"):
@@ -437,7 +440,9 @@ def test_the_weights_refuse_damage_without_a_manifest(tmp_path, vocab: Vocab, pa
     (out / CONFIG_FILE).write_text(config, encoding="utf-8")
     shutil.copy(out / CONFIG_FILE, out / PROPOSER_CONFIG)  # an encoder-decoder where the tagger belongs
     with pytest.raises(ValueError, match="must be an encoder-only tagger"):
-        load_bundle(out)
+        check_models(out)
+    with pytest.raises(ValueError, match="must be an encoder-only tagger"):
+        models_of(load_bundle(out))
 
 
 def test_a_fingerprint_file_is_taken_as_it_is_when_sorted_and_sorted_when_not(tmp_path) -> None:
@@ -464,11 +469,9 @@ def test_a_reverse_model_is_added_to_a_bundle_in_place(
     good = save(tmp_path / "rev.pt", reverse, vocab, step=12, best_valid=3.7)
     assert bundle_main(["--add-reverse", str(out), "--checkpoint", str(good)]) == 0
     assert "reverse.safetensors" in capsys.readouterr().out
-    bundle = load_bundle(out)
-    assert bundle.reverse is not None and verify_bundle(out)
-    assert all(
-        torch.equal(v.half().float(), bundle.reverse.state_dict()[k]) for k, v in reverse.state_dict().items()
-    )
+    loaded = models_of(load_bundle(out)).reverse
+    assert loaded is not None and verify_bundle(out)
+    assert all(torch.equal(v.half().float(), loaded.state_dict()[k]) for k, v in reverse.state_dict().items())
     assert model_meta(out, reverse=True)["step"] == 12
     other = reverse_of(model, seed=6)
     with torch.no_grad():
@@ -491,7 +494,11 @@ def test_a_bundles_models_export_as_training_checkpoints(
 
     out = export_small(tmp_path / "b", vocab, pairs, step=41, best_valid=3.25)
     bundle = load_bundle(out)
-    for role, want in (("model", bundle.model), ("proposer", bundle.proposer), ("reverse", bundle.reverse)):
+    for role, want in (
+        ("model", models_of(bundle).model),
+        ("proposer", models_of(bundle).proposer),
+        ("reverse", models_of(bundle).reverse),
+    ):
         assert want is not None, role
         path = tmp_path / f"{role}.pt"
         assert bundle_main(["--export-checkpoint", str(out), "--role", role, "--out", str(path)]) == 0
@@ -558,7 +565,7 @@ def test_a_bundles_graph_key_follows_its_files_through_the_manifest(tmp_path, vo
     (no second read of the weights): two bundles with other weights get other keys, the same
     files the same key wherever they lie, and a bundle without a manifest is keyed by reading
     its files (a key of its own, stable)."""
-    from model.release.bundle import graph_key
+    from model.store.bundle import graph_key
 
     a = export_bundle(tmp_path / "a", make_model(vocab), vocab, train_pairs=pairs)
     other = CoupletTransformer(make_model(vocab).cfg)  # fresh random weights, same shape
@@ -592,7 +599,7 @@ def test_the_same_model_exports_to_the_same_files(tmp_path, pairs) -> None:
     the manifest, and the graph-cache keys made of it, are found again by the next export."""
     from safetensors.torch import load, save
 
-    from model.release.weights import canonical_header
+    from model.store.weights import canonical_header
 
     lines = [line for pair in pairs for line in pair]
     vocabs = [Vocab.train(lines, tmp_path / name / "spm") for name in ("one", "two")]

@@ -1,4 +1,4 @@
-"""Bundle weights in int8 (model/release/weights.py): what is stored, what loads back, a bundle
+"""Bundle weights in int8 (model/store/weights.py): what is stored, what loads back, a bundle
 rewritten in place, and damage refused."""
 
 from __future__ import annotations
@@ -12,13 +12,15 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from data.vocab import Vocab
+from model.export.models import models_of
+from model.export.weights import quantize_rows, stored_tensors, tensor_digest
 from model.net.checkpoint import CorruptCheckpoint
 from model.net.tagger import CoupletTagger
 from model.net.transformer import CoupletTransformer, ModelConfig
-from model.release.bundle import head_weight_t, load_bundle
 from model.release.bundle_cli import main as bundle_main
 from model.release.export import export_bundle, quantize_bundle
-from model.release.layout import (
+from model.store.bundle import check_models, head_weight_t, load_bundle
+from model.store.layout import (
     CONFIG_FILE,
     PROPOSER_WEIGHTS,
     REVERSE_WEIGHTS,
@@ -26,15 +28,9 @@ from model.release.layout import (
     BundleError,
     read_manifest,
     verify_bundle,
+    write_manifest,
 )
-from model.release.weights import (
-    DIGEST_KEY,
-    INT8_MIN_SIZE,
-    SCALE_SUFFIX,
-    quantize_rows,
-    read_weights,
-    stored_tensors,
-)
+from model.store.weights import DIGEST_KEY, INT8_MIN_SIZE, SCALE_SUFFIX
 from tests.model.decoding.fixtures import reverse_of
 
 
@@ -77,7 +73,7 @@ def test_an_int8_bundle_stores_its_matrices_in_int8_and_loads_close_to_the_model
     assert json.loads((small / CONFIG_FILE).read_text("utf-8"))["torch_dtype"] == "int8"
     for name in (WEIGHTS_FILE, PROPOSER_WEIGHTS, REVERSE_WEIGHTS):  # every model of the bundle
         assert (small / name).stat().st_size < 0.65 * (half / name).stat().st_size, name
-    loaded = load_bundle(small)
+    loaded = models_of(load_bundle(small))
     got = loaded.model.state_dict()
     for key in quantized:  # each weight within half a step of its row's scale
         step = state[key].abs().amax(dim=1, keepdim=True) / 127
@@ -95,16 +91,16 @@ def test_an_int8_bundle_stores_its_matrices_in_int8_and_loads_close_to_the_model
 def test_a_bundle_is_rewritten_in_int8_in_place(tmp_path: Path, vocab: Vocab, pairs, capsys) -> None:
     model = wide_model(vocab)
     out = export(tmp_path / "b", model, vocab, pairs, step=7)
-    before = load_bundle(out)
+    before = models_of(load_bundle(out))
     fp16 = {k: v.clone() for k, v in before.model.state_dict().items()}
     assert bundle_main(["--quantize", str(out)]) == 0
     said = capsys.readouterr().out
     assert "rewrote model.safetensors, proposer.safetensors, reverse.safetensors in int8" in said, said
     assert verify_bundle(out) and set(read_manifest(out) or {}) >= {WEIGHTS_FILE, REVERSE_WEIGHTS}
     after = load_bundle(out)
-    assert after.meta["step"] == 7 and after.reverse is not None
+    assert after.meta["step"] == 7 and models_of(after).reverse is not None
     assert any(v.dtype == torch.int8 for v in load_file(out / REVERSE_WEIGHTS).values())
-    got = after.model.state_dict()
+    got = models_of(after).model.state_dict()
     assert all(torch.allclose(got[k], fp16[k], atol=float(fp16[k].abs().max()) / 127) for k in fp16)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["b"]  # no temporary folder left
     with pytest.raises(BundleError, match="in int8 already"):
@@ -113,17 +109,15 @@ def test_a_bundle_is_rewritten_in_int8_in_place(tmp_path: Path, vocab: Vocab, pa
 
 
 def test_a_scale_that_does_not_fit_its_matrix_is_refused(tmp_path: Path, vocab: Vocab, pairs) -> None:
-    from model.release.weights import _digest
-
     out = export(tmp_path / "b", wide_model(vocab), vocab, pairs, weights_dtype="int8")
-    tensors = dict(read_weights(out / WEIGHTS_FILE))
+    tensors = load_file(out / WEIGHTS_FILE)
     key = next(k for k in tensors if k.endswith(SCALE_SUFFIX))
     tensors[key] = tensors[key][:-1].contiguous()  # one row short
-    save_file(tensors, out / WEIGHTS_FILE, metadata={"format": "pt", DIGEST_KEY: _digest(tensors)})
-    from model.release.layout import write_manifest
-
+    save_file(tensors, out / WEIGHTS_FILE, metadata={"format": "pt", DIGEST_KEY: tensor_digest(tensors)})
     write_manifest(out)  # made so, not damaged afterwards: the sums agree, the tensors do not
     with pytest.raises(CorruptCheckpoint, match=rf"{SCALE_SUFFIX} does not fit an int8 matrix"):
-        load_bundle(out)
+        models_of(load_bundle(out))  # read into PyTorch
+    with pytest.raises(CorruptCheckpoint, match=rf"{SCALE_SUFFIX} does not fit an int8 matrix"):
+        check_models(out)  # the server's check before it starts, without PyTorch
     with pytest.raises(ValueError, match="weights dtype 'int4'"):
         stored_tensors({}, set(), "int4")

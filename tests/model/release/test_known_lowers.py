@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from model.release.fingerprint import FingerprintIndex, KnownLinesError, KnownLowers
+from model.store.fingerprint import FingerprintIndex, KnownLinesError, KnownLowers
 
 # more distinct characters than there are one-byte codes (253), one outside the BMP
 CHARS = [chr(0x4E00 + i) for i in range(400)] + ["𠀋", "，"]

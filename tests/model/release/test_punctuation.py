@@ -11,7 +11,9 @@ from data.text import PUNCTUATION, is_punct
 from model.decoding.decoder import Decoder, ModelView
 from model.decoding.options import DecodeOptions
 from model.decoding.plan import ConstraintError
-from model.release.bundle import Bundle, decoder_graph_keys, load_bundle
+from model.export.engines import torch_decoder
+from model.export.models import models_of
+from model.store.bundle import Bundle, decoder_graph_keys, load_bundle
 from tests.model.conftest import FIXTURES, read_pairs
 
 MARKS = "，。、；：？！“”‘’《》（）·～—…"
@@ -35,9 +37,10 @@ def bundle() -> Bundle:
 @pytest.fixture(scope="module")
 def decoder(bundle: Bundle) -> Decoder:
     keys = decoder_graph_keys(bundle)  # the site's: exported once a run
-    return Decoder(bundle.model, bundle.vocab, int8=True, proposer=bundle.proposer, runtime="onnx",
-                   pairing=bundle.pairing, blocked=bundle.blocked, graph_cache=graph_cache_dir(),
-                   graph_keys=keys)  # fmt: skip
+    models = models_of(bundle)
+    return torch_decoder(models.model, bundle.vocab, int8=True, proposer=models.proposer, runtime="onnx",
+                         pairing=bundle.pairing, blocked=bundle.blocked, graph_cache=graph_cache_dir(),
+                         graph_keys=keys)  # fmt: skip
 
 
 def test_every_mark_couplets_use_is_punctuation() -> None:

@@ -15,15 +15,15 @@ import pytest
 import torch
 
 from data.vocab import Vocab
-from model.decoding.decoder import Decoder
 from model.decoding.options import DecodeOptions
 from model.decoding.reranking import DEFAULT_WEIGHT, Reranker
+from model.export.engines import reranker_of, torch_decoder
+from model.export.models import scorer_of
+from model.export.scorer import add_scorer, load_scorer, model_embedding
 from model.net.scorer import PairScorer
 from model.net.transformer import CoupletTransformer, ModelConfig
-from model.release.bundle import load_bundle, model_config, scorer_weight
 from model.release.card import render
 from model.release.export import export_bundle
-from model.release.layout import SCORER_CONFIG, SCORER_WEIGHTS, BundleError, verify_bundle
 from model.release.rerank import (
     chosen_weight,
     make_reranker,
@@ -32,7 +32,8 @@ from model.release.rerank import (
     weight_table,
     write_nbest,
 )
-from model.release.scorer import add_scorer, load_scorer, model_embedding
+from model.store.bundle import load_bundle, model_config, scorer_weight
+from model.store.layout import SCORER_CONFIG, SCORER_WEIGHTS, BundleError, verify_bundle
 from model.training.rerank import ScorerTraining, save_trained, scorer_config, train_scorer
 from tests.model.decoding.fixtures import tiny_model
 
@@ -117,7 +118,7 @@ def test_the_onnx_graph_scores_as_pytorch_does_and_is_read_from_the_cache(
 ) -> None:
     model = small_model(vocab)
     scorer = small_scorer(model.cfg, model.embed.weight.detach())
-    reranker = Reranker.of(scorer, vocab, tmp_path, key="k1")
+    reranker = reranker_of(scorer, vocab, tmp_path, key="k1")
     lowers = ["秋月扬辉桂影香", "夏雨润物花自开", "冬雪飘飞梅更艳"]
     got = reranker.scores("春风得意马蹄疾", lowers)
     ids = [vocab.encode(x) for x in lowers]
@@ -140,8 +141,8 @@ def test_an_answer_is_reordered_by_the_weighted_scores_and_left_alone_at_weight_
 ) -> None:
     model = small_model(vocab)
     scorer = small_scorer(model.cfg, model.embed.weight.detach())
-    reranker = Reranker.of(scorer, vocab, tmp_path)
-    decoder = Decoder(model, vocab, reranker=reranker)
+    reranker = reranker_of(scorer, vocab, tmp_path)
+    decoder = torch_decoder(model, vocab, reranker=reranker)
     plain = decoder.generate("春风得意马蹄疾", DecodeOptions(n_best=6, rerank_weight=0.0))
     assert all(c.rerank_score is None for c in plain.candidates)
     heavy = decoder.generate("春风得意马蹄疾", DecodeOptions(n_best=6, rerank_weight=100.0))
@@ -165,7 +166,7 @@ def test_an_answer_is_reordered_by_the_weighted_scores_and_left_alone_at_weight_
     assert reranker.rerank(plain, 0.0) is plain
     reverse = CoupletTransformer(model.cfg.with_(direction="lower_to_upper")).eval()
     with pytest.raises(ValueError, match="reranker"):
-        Decoder(reverse, vocab, reranker=reranker)
+        torch_decoder(reverse, vocab, reranker=reranker)
 
 
 def test_a_bundle_carries_its_scorer_on_the_models_table_and_refuses_another(
@@ -178,8 +179,8 @@ def test_a_bundle_carries_its_scorer_on_the_models_table_and_refuses_another(
     assert verify_bundle(bundle)
     config = json.loads((bundle / SCORER_CONFIG).read_text("utf-8"))
     assert config["kind"] == "scorer" and config["shared_weights"] == {"embed.weight": "model.safetensors"}
-    loaded = load_bundle(bundle, models=False)
-    assert loaded.has_scorer and loaded.scorer is not None
+    loaded = load_bundle(bundle)
+    assert loaded.has_scorer and scorer_of(loaded) is not None
     back = load_scorer(bundle, vocab)
     upper, lower = (
         torch.tensor([vocab.encode("春风得意马蹄疾")]),
@@ -215,12 +216,12 @@ def test_the_served_decoder_of_a_bundle_with_a_scorer_reranks(
     bundle = export_bundle(tmp_path / "bundle", small_model(vocab), vocab, train_pairs=pairs)
     add_small_scorer(bundle, tmp_path)
     for engine in (Engine(), Engine(True, "onnx", graph_cache)):
-        decoder = build_decoder(load_bundle(bundle, models=False), engine, None)
+        decoder = build_decoder(load_bundle(bundle), engine, None)
         answer = decoder.generate("春风得意马蹄疾", DecodeOptions(n_best=4))
         assert decoder.reranker is not None and all(c.rerank_score is not None for c in answer.candidates)
         assert decoder.reranker.weight == DEFAULT_WEIGHT  # the bundle's: the request named none
     # the second decoder found the scorer's graph in the cache: built again, no export
-    again = build_decoder(load_bundle(bundle, models=False), Engine(True, "onnx", graph_cache), None)
+    again = build_decoder(load_bundle(bundle), Engine(True, "onnx", graph_cache), None)
     assert again.reranker is not None
 
 
@@ -228,7 +229,7 @@ def test_the_weight_is_the_largest_that_keeps_agreement_with_the_human_lines(
     tmp_path: Path, vocab: Vocab
 ) -> None:
     model = small_model(vocab)
-    reranker = Reranker.of(small_scorer(model.cfg, model.embed.weight.detach()), vocab, tmp_path)
+    reranker = reranker_of(small_scorer(model.cfg, model.embed.weight.detach()), vocab, tmp_path)
     groups = [
         {"upper": "春风得意马蹄疾", "lower": "秋月扬辉桂影香", "register": "formal",
          "cands": [{"text": "秋月扬辉桂影香", "rank": -1.0}, {"text": "夏雨润物花自开", "rank": -1.001}]},
@@ -263,7 +264,7 @@ def test_make_train_s_step_makes_the_reranker_of_an_exported_bundle(
     settings = {"groups": 20, "valid_groups": 10, "steps": 6}
     lines: list[str] = []
     make_reranker(bundle, data_folder, tmp_path / "work", settings, log=lines.append)
-    assert load_bundle(bundle, models=False).has_scorer and verify_bundle(bundle)
+    assert load_bundle(bundle).has_scorer and verify_bundle(bundle)
     nbest = [json.loads(x) for x in (tmp_path / "work" / "train_nbest.jsonl").read_text("utf-8").splitlines()]
     assert len(nbest) == 20 and all(len(g["cands"]) <= 10 for g in nbest)
     assert any(len(g["cands"]) > 1 for g in nbest)
@@ -285,7 +286,7 @@ def test_a_blind_sheets_bundle_system_gives_the_sites_reranked_top_line(
     add_scorer(bundle, tmp_path / "scorer.pt", record={"weight": 100.0})  # a weight that reorders
     uppers = [u for u, _ in pairs[:6]]
     engine = Engine(SERVE_INT8, SERVE_RUNTIME, graph_cache)
-    site = build_decoder(load_bundle(bundle, models=False), engine, None)
+    site = build_decoder(load_bundle(bundle), engine, None)
     # in one batch, as the sheet decodes (int8's activation scales are the batch's)
     want = [a.candidates[0].text for a in site.generate_batch(uppers)]
     plain = site.generate_batch(uppers, DecodeOptions(rerank_weight=0.0))

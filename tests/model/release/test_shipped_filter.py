@@ -10,7 +10,7 @@ from data.segment import boundaries
 from duilian.engine import Engine
 from duilian.inputs import Query
 from duilian.service import LoadedModel, allow_list
-from model.release.bundle import load_bundle
+from model.store.bundle import load_bundle
 
 CASES = [
     ("鸟声、泉声、钟磬声，声声悦耳", None),  # 声声 makes the model's favourite 色色

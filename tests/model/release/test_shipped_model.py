@@ -9,8 +9,10 @@ import pytest
 from data.paths import default_model_dir
 from model.decoding.decoder import Decoder
 from model.decoding.options import DecodeOptions
-from model.release.bundle import load_bundle
-from model.release.layout import verify_bundle
+from model.export.engines import torch_decoder
+from model.export.models import models_of
+from model.store.bundle import load_bundle
+from model.store.layout import verify_bundle
 
 UPPERS = [
     "春风得意马蹄疾",
@@ -29,7 +31,7 @@ UPPERS = [
 def decoder() -> Decoder:
     root = default_model_dir()
     bundle = load_bundle(root)
-    return Decoder(bundle.model, bundle.vocab)
+    return torch_decoder(models_of(bundle).model, bundle.vocab)
 
 
 def test_bundle_fits_the_size_budget():

@@ -14,10 +14,11 @@ import pytest
 import torch
 
 from data.vocab import Vocab
+from model.export.models import models_of
 from model.net.checkpoint import build_model, load_checkpoint, save
 from model.net.tagger import CoupletTagger
 from model.net.transformer import ModelConfig
-from model.release.bundle import load_bundle
+from model.store.bundle import load_bundle
 from model.training.errors import UsageError
 from model.training.pack import is_packed, pack, unpack
 
@@ -31,7 +32,7 @@ SETS = (
     "amp=off",
     # the tiny preset's shape and test_train's chain's dropout (a setting, so part of a graph
     # template's key): the finishing evaluation's graphs are made from the templates one of the
-    # two traced (model/decoding/onnx_templates.py)
+    # two traced (model/export/onnx_templates.py)
     "model.dropout=0",
 )
 
@@ -95,7 +96,7 @@ def test_prepare_train_finish_chain_bundles_a_model_with_its_proposer(
     )
     assert fin.returncode == 0, fin.stdout + fin.stderr
     bundle = load_bundle(into / "run" / "bundle")
-    assert isinstance(bundle.proposer, CoupletTagger)
+    assert isinstance(models_of(bundle).proposer, CoupletTagger)
     assert bundle.meta["preset"] == "tiny" and bundle.meta["step"] == 40
     assert bundle.eval["full"]["pairs"] == 10 and "fast_mode" in bundle.eval  # the proposer's figures
     assert bundle.in_training_data(pairs[0][0])

@@ -50,5 +50,5 @@ def test_the_block_is_real() -> None:
 
 
 def test_the_bundle_format_needs_safetensors_and_the_block_hides_it() -> None:
-    done = run(BLOCKED.replace("import model.net, model.training", "import model.release.weights"))
+    done = run(BLOCKED.replace("import model.net, model.training", "import model.store.weights"))
     assert done.returncode != 0 and "safetensors" in done.stderr

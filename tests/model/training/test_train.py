@@ -13,10 +13,11 @@ from pathlib import Path
 import pytest
 import torch
 
+from model.export.models import models_of
 from model.net.batch import Batch, collate
 from model.net.checkpoint import build_model, load_checkpoint, load_model, save_checkpoint
 from model.net.transformer import ModelConfig
-from model.release.bundle import load_bundle
+from model.store.bundle import load_bundle
 from model.train import main
 from model.training.batches import bucket_batches
 from model.training.config import TrainConfig
@@ -83,11 +84,12 @@ def test_tiny_model_memorises_50_pairs_and_exports_a_bundle(
     assert (tmp_path / "plot.png").stat().st_size > 0
     assert "valid_bleu" in (tmp_path / "valid_log.csv").read_text()
     bundle = load_bundle(tmp_path / "bundle")
+    models = models_of(bundle)
     assert bundle.in_training_data(pairs[3][0]) and not bundle.in_training_data("无此上联")
     # the preset's reverse run: the same pairs swapped, from the model's weights, its embeddings kept
     assert "reverse model: training the lower_to_upper direction" in printed
-    assert bundle.reverse is not None and bundle.reverse.cfg.direction == "lower_to_upper"
-    assert torch.equal(bundle.reverse.embed.weight, bundle.model.embed.weight)
+    assert models.reverse is not None and models.reverse.cfg.direction == "lower_to_upper"
+    assert torch.equal(models.reverse.embed.weight, models.model.embed.weight)
     reverse, _, meta = load_model(tmp_path / "reverse" / "best.pt")
     assert meta["step"] <= 60 and reverse.cfg.reverse
     moved = [k for k, v in reverse.state_dict().items() if not torch.equal(v, model.state_dict()[k])]

@@ -1,6 +1,6 @@
 """A blind-judging sheet for 藏头 composing: our top couplet against a person's, same heads, same shape.
 
-    python -m duilian.compose_eval            # → work/blind/compose/sheet/{sheet.tsv,RUBRIC.md}, .../key.json
+    python -m bench.compose_eval            # → work/blind/compose/sheet/{sheet.tsv,RUBRIC.md}, .../key.json
 
 For each of ``--per-source`` (25) couplets drawn (seeded) from each held-out file of the data stage
 (``--formal``: test_formal.tsv, formal couplets; ``--leakfree``: test_leakfree.tsv, wb14123's
@@ -123,7 +123,7 @@ def build(
 
 def main(argv: list[str] | None = None) -> int:
     data = work_dir() / "data_reg"
-    ap = argparse.ArgumentParser(prog="python -m duilian.compose_eval", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m bench.compose_eval", description=__doc__.split("\n\n")[0])
     ap.add_argument("--formal", type=Path, default=data / "test_formal.tsv", help="held-out formal couplets")
     ap.add_argument(
         "--leakfree", type=Path, default=data / "test_leakfree.tsv", help="wb14123 leak-free test"

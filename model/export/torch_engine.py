@@ -31,59 +31,59 @@ class TorchTransformer:
     """A CoupletTransformer's decoding protocol on arrays."""
 
     def __init__(self, model: CoupletTransformer) -> None:
-        self.m = model.eval()
+        self.module = model.eval()
         self.cfg = model.cfg
         self.capabilities: frozenset[str] = model.capabilities
 
     @torch.inference_mode()
     def encode(self, src: np.ndarray, register: np.ndarray | None = None) -> np.ndarray:
-        return _array(self.m.encode(_ids(src), None if register is None else _ids(register)))
+        return _array(self.module.encode(_ids(src), None if register is None else _ids(register)))
 
     @torch.inference_mode()
     def new_cache(self, memory: np.ndarray, src: np.ndarray, steps: int) -> DecoderCache:
         """The model's cache, its self-attention buffers (allocated for the longest line) cut
         to the ``steps`` positions the search writes, so that reordering beams copies only those."""
-        cache = self.m.new_cache(torch.from_numpy(memory), _ids(src))
+        cache = self.module.new_cache(torch.from_numpy(memory), _ids(src))
         layers = [LayerCache(c.k[:, :, :steps], c.v[:, :, :steps], c.ck, c.cv) for c in cache.layers]
         aligned = None if cache.aligned is None else cache.aligned[:, :steps]
         return DecoderCache(layers, cache.mem_mask, aligned)
 
     @torch.inference_mode()
     def step(self, cache: DecoderCache, prev: np.ndarray, pos: int) -> np.ndarray:
-        return _array(self.m.step(cache, _ids(prev), pos))
+        return _array(self.module.step(cache, _ids(prev), pos))
 
     @torch.inference_mode()
     def step_states(self, cache: DecoderCache, prev: np.ndarray, pos: int) -> np.ndarray:
-        return _array(self.m.step_states(cache, _ids(prev), pos))
+        return _array(self.module.step_states(cache, _ids(prev), pos))
 
     def reorder_cache(self, cache: DecoderCache, index: np.ndarray) -> DecoderCache:
-        return self.m.reorder_cache(cache, _ids(index))
+        return self.module.reorder_cache(cache, _ids(index))
 
     def reorder_beams(self, cache: DecoderCache, parent: np.ndarray) -> DecoderCache:
-        return self.m.reorder_beams(cache, _ids(parent))
+        return self.module.reorder_beams(cache, _ids(parent))
 
     @torch.inference_mode()
     def decode_states(self, memory: np.ndarray, src: np.ndarray, tgt_in: np.ndarray) -> np.ndarray:
         """The teacher-forced states, normalised (``dec_norm``), as the output layer reads them."""
-        states = self.m.decode_states(torch.from_numpy(memory), _ids(src), _ids(tgt_in))
-        return _array(self.m.dec_norm(states))
+        states = self.module.decode_states(torch.from_numpy(memory), _ids(src), _ids(tgt_in))
+        return _array(self.module.dec_norm(states))
 
     @torch.inference_mode()
     def head(self, states: np.ndarray) -> np.ndarray:
-        return _array(self.m.head(torch.from_numpy(states)))
+        return _array(self.module.head(torch.from_numpy(states)))
 
 
 class TorchTagger(LatticeSteps):
     """A CoupletTagger's one pass in PyTorch, its lattice steps on arrays."""
 
     def __init__(self, model: CoupletTagger) -> None:
-        self.m = model.eval()
+        self.module = model.eval()
         self.cfg = model.cfg
         self.max_len = model.cfg.max_len
 
     @torch.inference_mode()
     def logits(self, src: np.ndarray) -> np.ndarray:
-        return _array(self.m.encode(_ids(src)))
+        return _array(self.module.encode(_ids(src)))
 
 
 def wrap(model: Any) -> Any:

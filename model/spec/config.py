@@ -29,7 +29,7 @@ class ModelConfig:
     # vector per register added to every source position; 0: none (the model of every register)
     n_registers: int = 0
     # fields no computation of the net reads: models that differ only in them are one shape to the
-    # ONNX tracer (model/decoding/onnx_templates.py), so a reverse model takes the forward's templates
+    # ONNX tracer (model/export/onnx_templates.py), so a reverse model takes the forward's templates
     UNTRACED: ClassVar[tuple[str, ...]] = ("direction",)
 
     def __post_init__(self) -> None:

@@ -1,6 +1,6 @@
 """A bundle folder's files, its manifest (SHA256SUMS), and changing a folder by renames only.
 
-Layout of a bundle folder (the models as a Hugging Face model folder holds them, model/release/weights.py)::
+Layout of a bundle folder (the models as a Hugging Face model folder holds them, model/store/weights.py)::
 
     model.safetensors the encoder-decoder's weights (fp16, or int8 with a scale per row:
                       weights.py), the tied embedding stored once
@@ -14,16 +14,16 @@ Layout of a bundle folder (the models as a Hugging Face model folder holds them,
                       same pairs with the direction swapped; it shares model.safetensors's character
                       embeddings (``shared_weights``), so it stores only its layers
     scorer.safetensors, scorer_config.json
-                      optional: the reranker's scorer (model/net/scorer.py, model/release/scorer.py),
+                      optional: the reranker's scorer (model/net/scorer.py, model/export/scorer.py),
                       which reads model.safetensors's character embeddings too (``shared_weights``)
     fingerprints.npy  the fingerprints of the normalised training upper lines, sorted, 6 bytes each
-                      behind a table of buckets (model/release/fingerprint.py)
+                      behind a table of buckets (model/store/fingerprint.py)
     banners.npz       optional: the 横批 phrases and character vectors (data/banners.py), copied
                       from the data stage's folder; corpus text, AGPL-3.0 like the model
     pairing.npz       optional: how well characters pair at one position, counted from the
                       training pairs (data/pairing.py); the decoder adds it to its scores
     known_lowers.blocks  optional: the training pairs' lower lines, one record per fingerprint
-                      (model.release.fingerprint.KnownLowers), so a fresh clone shows a known couplet's
+                      (model.store.fingerprint.KnownLowers), so a fresh clone shows a known couplet's
                       lower lines without the corpus; corpus text, AGPL-3.0 like the model;
                       compressed block by block, so a lookup decompresses one block
     blocked.npz       optional: the sensitive words as the search's table (model/decoding/blocked.py:
@@ -65,7 +65,7 @@ from pathlib import Path
 from data.banners import BANNERS_FILE
 from data.files import atomic_file
 from model.decoding.blocked import BLOCKED_FILE
-from model.release.weights import file_names
+from model.store.weights import file_names
 
 WEIGHTS_FILE, CONFIG_FILE = file_names("model")  # model.safetensors, config.json
 PROPOSER_WEIGHTS, PROPOSER_CONFIG = file_names("proposer")  # proposer.safetensors, proposer_config.json
@@ -116,7 +116,7 @@ def missing_model(root: Path) -> str:
     if old:
         return (
             f"{root} is a bundle of an earlier format ({', '.join(old)}), no longer read: convert it "
-            f"with duilian {LAST_READER} (python -m model.release.bundle --convert/--convert-known DIR)"
+            f"with duilian {LAST_READER} (python -m model.store.bundle --convert/--convert-known DIR)"
         )
     return f"no model bundle at {root} (missing {WEIGHTS_FILE})"
 

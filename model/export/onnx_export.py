@@ -2,7 +2,7 @@
 
 The graphs are exported from the PyTorch modules with the ``torch.export``-based exporter
 (several seconds a model's shape, traced once and finished with each model's weights:
-model/decoding/onnx_templates.py; ``onnx_engine.GraphCache`` keeps the graphs between runs). The
+model/export/onnx_templates.py; ``onnx_engine.GraphCache`` keeps the graphs between runs). The
 export traces one path through the Python code, so the traced functions branch on nothing but
 fixed settings. Only this module and the templates' import PyTorch: a process whose graphs are all
 cached runs the engine without it.
@@ -22,9 +22,9 @@ from typing import Any, cast
 import torch
 from torch import Tensor, nn
 
-from model.decoding import onnx_templates
 from model.decoding.graph_keys import traced_digest
-from model.decoding.onnx_templates import Axes
+from model.export import onnx_templates
+from model.export.onnx_templates import Axes
 from model.net.scorer import PairScorer
 from model.net.tagger import CoupletTagger
 from model.net.transformer import CoupletTransformer, EncoderLayer
@@ -54,7 +54,7 @@ def _export(
 ) -> bytes:
     """The ONNX graph of ``module(*args)`` with the named inputs and outputs, the dimensions
     ``axes`` names dynamic: traced once for the module's shape and finished with its weights
-    (model/decoding/onnx_templates.py; ``templates``: the folder that keeps the traced programs)."""
+    (model/export/onnx_templates.py; ``templates``: the folder that keeps the traced programs)."""
     # one tensor object given for two inputs is taken for one input aliased twice (the graph
     # would read the first layer's cache for every layer): every input its own copy
     args = tuple(a.clone() for a in args)

@@ -1,5 +1,5 @@
 """The reranker's scorer in a bundle: ``scorer.safetensors`` and ``scorer_config.json``
-(model/release/weights.py's format), its character table shared with ``model.safetensors``
+(model/store/weights.py's format), its character table shared with ``model.safetensors``
 (``shared_weights``: the scorer was trained on the model's table, frozen, so the bundle keeps
 it once). ``add_scorer`` puts a trained scorer (model/training/rerank.py's file) into a bundle,
 checked against the bundle's model; ``load_scorer`` reads it back (PyTorch); a decoder on ONNX
@@ -15,9 +15,10 @@ from typing import Any
 import torch
 
 from data.vocab import Vocab
-from model.net.config import ModelConfig
+from model.export.weights import read_model_tensors, save_model_files
 from model.net.scorer import PairScorer, embed_sha256
-from model.release.layout import (
+from model.spec.config import ModelConfig
+from model.store.layout import (
     SCORER_CONFIG,
     SCORER_WEIGHTS,
     VOCAB_FILE,
@@ -27,21 +28,14 @@ from model.release.layout import (
     verify_bundle,
     write_manifest,
 )
-from model.release.weights import (
-    check_vocab,
-    dequantized,
-    read_config,
-    read_weights,
-    save_model_files,
-)
+from model.store.weights import check_vocab, read_config
 
 SHARED = ("embed.weight",)  # what the scorer takes from model.safetensors
 
 
 def model_embedding(root: Path) -> torch.Tensor:
     """The bundle's model's character table (float32), read from ``model.safetensors``."""
-    path = root / WEIGHTS_FILE
-    return dequantized(read_weights(path), path)[SHARED[0]].float()
+    return read_model_tensors(root / WEIGHTS_FILE)[SHARED[0]].float()
 
 
 def load_scorer(root: str | os.PathLike[str], vocab: Vocab, embed: torch.Tensor | None = None) -> PairScorer:
@@ -55,10 +49,7 @@ def load_scorer(root: str | os.PathLike[str], vocab: Vocab, embed: torch.Tensor 
         raise ValueError(f"{root / SCORER_CONFIG}: the scorer may share tensors with {WEIGHTS_FILE} only")
     check_vocab(config, vocab, root / SCORER_CONFIG)
     scorer = PairScorer(ModelConfig.from_dict(config))
-    state = {
-        k: v.float()
-        for k, v in dequantized(read_weights(root / SCORER_WEIGHTS), root / SCORER_WEIGHTS).items()
-    }
+    state = {k: v.float() for k, v in read_model_tensors(root / SCORER_WEIGHTS).items()}
     state[SHARED[0]] = model_embedding(root) if embed is None else embed.float()
     try:
         scorer.load_state_dict(state, strict=True)

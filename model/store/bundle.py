@@ -1,6 +1,7 @@
-"""A bundle folder read: the models (on first use, or at once), the vocabulary, fingerprints,
-known lower lines, tables and cards, checked against SHA256SUMS first (model/release/layout.py:
-the files; model/release/export.py: writing one; ``python -m model.bundle``: its command line,
+"""A bundle folder read without PyTorch: the vocabulary, fingerprints, known lower lines,
+tables, cards and the models' configurations, checked against SHA256SUMS first
+(model/store/layout.py: the files; model/export/models.py: its models read into PyTorch;
+model/release/export.py: writing one; ``python -m model.bundle``: its command line,
 model/release/bundle_cli.py)."""
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import threading
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any
 
 import numpy as np
 
@@ -22,9 +23,9 @@ from data.vocab import Vocab
 from model.decoding.blocked import BLOCKED_FILE, BlockedWords
 from model.decoding.graph_keys import files_key
 from model.decoding.reranking import DEFAULT_WEIGHT
-from model.net.config import ModelConfig
-from model.release.fingerprint import FingerprintIndex, KnownLowers
-from model.release.layout import (
+from model.spec.config import ModelConfig
+from model.store.fingerprint import FingerprintIndex, KnownLowers
+from model.store.layout import (
     CONFIG_FILE,
     DATA_CARD,
     EVAL_FILE,
@@ -48,36 +49,24 @@ from model.release.layout import (
     old_format_files,
     verified_sums,
 )
-from model.release.weights import (
+from model.store.weights import (
     check_vocab,
     config_meta,
     count_parameters,
-    dequantized,
-    load_model_files,
     read_arrays,
     read_config,
-    read_weights,
+    read_model_arrays,
     shared_files,
 )
 
-if TYPE_CHECKING:  # (PyTorch is imported where a model is read: a bundle's other files, and a
-    # decoder on ONNX Runtime whose graphs are cached, do without it)
-    import torch
-
-    from model.net.checkpoint import CoupletModel
-    from model.net.scorer import PairScorer
-    from model.net.tagger import CoupletTagger
-    from model.net.transformer import CoupletTransformer
 log = logging.getLogger(__name__)
 
 
 @dataclass
 class Bundle:
-    """A loaded bundle. Its PyTorch models (``model``, ``proposer``, ``reverse``: the
-    lower_to_upper model, 下联求上联) are read when ``load_bundle`` reads the bundle, or with
-    ``models=False`` on first use: a decoder on ONNX Runtime whose graphs are cached never
-    asks for them (``has_proposer``, ``has_reverse`` and ``has_scorer`` say what there is without
-    reading it). The reranker's ``scorer`` is read on first use."""
+    """A loaded bundle, without its models' weights: ``has_proposer``, ``has_reverse`` and
+    ``has_scorer`` say which models it holds; model/export/models.py reads them into PyTorch
+    (kept in ``loaded``) when a decoder's graphs are not cached, or to train and evaluate."""
 
     path: Path
     vocab: Vocab
@@ -93,43 +82,9 @@ class Bundle:
     has_proposer: bool = False
     has_reverse: bool = False
     has_scorer: bool = False
-    dtype: Any = None  # the models' torch dtype (None: float32)
     sums: dict[str, str] = field(default_factory=dict)  # the manifest's sums, checked at load
-    _models: list[Any] = field(default_factory=list, repr=False)  # [model, proposer, reverse] once read
-    _scorer: Any = field(default=None, repr=False)
-    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
-
-    def _read_models(self) -> list[Any]:
-        with self._lock:
-            if not self._models:
-                model, _, _, proposer = load_models(self.path, self.dtype)
-                reverse = load_reverse(self.path, self.vocab, self.dtype, model)
-                self._models.extend([model, proposer, reverse])
-            return self._models
-
-    @property
-    def model(self) -> CoupletModel:
-        return cast("CoupletModel", self._read_models()[0])
-
-    @property
-    def proposer(self) -> CoupletTagger | None:
-        return cast("CoupletTagger | None", self._read_models()[1]) if self.has_proposer else None
-
-    @property
-    def reverse(self) -> CoupletTransformer | None:
-        return cast("CoupletTransformer | None", self._read_models()[2]) if self.has_reverse else None
-
-    @property
-    def scorer(self) -> PairScorer | None:
-        """The reranker's scorer (model/release/scorer.py), read on first use; None without one."""
-        if not self.has_scorer:
-            return None
-        with self._lock:
-            if self._scorer is None:
-                from model.release.scorer import load_scorer
-
-                self._scorer = load_scorer(self.path, self.vocab)
-            return cast("PairScorer", self._scorer)
+    loaded: dict[str, Any] = field(default_factory=dict, repr=False)  # its PyTorch models, once read
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def in_training_data(self, upper: str) -> bool:
         return self.fingerprints.contains(upper)
@@ -161,46 +116,12 @@ def bundle_vocab(root: Path) -> Vocab:
         raise BundleError(f"{path}: not a sentencepiece model ({' '.join(str(e).split())[:200]})") from e
 
 
-def _proposer_kind(kind: str, path: Path) -> None:
+def proposer_kind(kind: str, path: Path) -> None:
     if kind != "tagger":
         raise ValueError(f"{path}: a proposer must be an encoder-only tagger, not a {kind} model")
 
 
-def load_models(
-    root: str | os.PathLike[str], dtype: torch.dtype | None = None
-) -> tuple[CoupletModel, Vocab, dict[str, Any], CoupletTagger | None]:
-    """(model, vocabulary, meta, proposer or None) of the bundle ``root``, each model from its
-    safetensors files; no manifest check."""
-    import torch
-
-    dtype = torch.float32 if dtype is None else dtype
-    root = Path(root)
-    vocab = bundle_vocab(root)
-    model, meta = load_model_files(root / WEIGHTS_FILE, root / CONFIG_FILE, vocab, dtype)
-    proposer: CoupletTagger | None = None
-    if (root / PROPOSER_WEIGHTS).is_file():
-        _proposer_kind(read_config(root / PROPOSER_CONFIG)["kind"], root / PROPOSER_CONFIG)
-        loaded, _ = load_model_files(root / PROPOSER_WEIGHTS, root / PROPOSER_CONFIG, vocab, dtype)
-        proposer = cast("CoupletTagger", loaded)
-    return model, vocab, meta, proposer
-
-
-def load_reverse(
-    root: Path, vocab: Vocab, dtype: torch.dtype | None = None, model: CoupletModel | None = None
-) -> CoupletTransformer | None:
-    """The bundle's lower_to_upper model, or None when it has none. ``model``: the bundle's
-    model already loaded, whose tensors the reverse model shares (``model.safetensors`` is
-    then not read a second time)."""
-    if not (root / REVERSE_WEIGHTS).is_file():
-        return None
-    config = read_config(root / REVERSE_CONFIG)
-    _reverse_kind(config, root / REVERSE_CONFIG)
-    shared = None if model is None else {WEIGHTS_FILE: model.state_dict()}
-    loaded, _ = load_model_files(root / REVERSE_WEIGHTS, root / REVERSE_CONFIG, vocab, dtype, shared)
-    return cast("CoupletTransformer", loaded)
-
-
-def _reverse_kind(config: dict[str, Any], path: Path) -> None:
+def reverse_kind(config: dict[str, Any], path: Path) -> None:
     if config.get("kind") != "seq2seq" or config.get("direction") != "lower_to_upper":
         raise ValueError(f"{path}: the reverse model must be a lower_to_upper encoder-decoder")
     if set((config.get("shared_weights") or {}).values()) - {WEIGHTS_FILE}:
@@ -220,7 +141,7 @@ def graph_key(bundle: Bundle, role: str) -> str | None:
     paths = [bundle.path / weights, *(bundle.path / name for name in shared)]
     # (step and version are not traced: the same weights released again reuse their graphs)
     traced = json.dumps({k: v for k, v in settings.items() if k != "training"}, sort_keys=True)
-    return files_key(f"{role}:{bundle.dtype or 'float32'}:{traced}", paths, bundle.sums)
+    return files_key(f"{role}:float32:{traced}", paths, bundle.sums)
 
 
 def scorer_weight(root: Path) -> float:
@@ -262,21 +183,21 @@ def check_models(root: str | os.PathLike[str]) -> None:
     root = Path(root)
     vocab = bundle_vocab(root)
     check_vocab(read_config(root / CONFIG_FILE), vocab, root / CONFIG_FILE)
-    dequantized(read_weights(root / WEIGHTS_FILE), root / WEIGHTS_FILE)
+    read_model_arrays(root / WEIGHTS_FILE)
     if (root / PROPOSER_WEIGHTS).is_file():
         config = read_config(root / PROPOSER_CONFIG)
-        _proposer_kind(config["kind"], root / PROPOSER_CONFIG)
+        proposer_kind(config["kind"], root / PROPOSER_CONFIG)
         check_vocab(config, vocab, root / PROPOSER_CONFIG)
-        dequantized(read_weights(root / PROPOSER_WEIGHTS), root / PROPOSER_WEIGHTS)
+        read_model_arrays(root / PROPOSER_WEIGHTS)
     if (root / REVERSE_WEIGHTS).is_file():
         config = read_config(root / REVERSE_CONFIG)
-        _reverse_kind(config, root / REVERSE_CONFIG)
+        reverse_kind(config, root / REVERSE_CONFIG)
         check_vocab(config, vocab, root / REVERSE_CONFIG)
-        dequantized(read_weights(root / REVERSE_WEIGHTS), root / REVERSE_WEIGHTS)
+        read_model_arrays(root / REVERSE_WEIGHTS)
     if (root / SCORER_WEIGHTS).is_file():
         config = read_config(root / SCORER_CONFIG)
         check_vocab(config, vocab, root / SCORER_CONFIG)
-        dequantized(read_weights(root / SCORER_WEIGHTS), root / SCORER_WEIGHTS)
+        read_model_arrays(root / SCORER_WEIGHTS)
 
 
 def model_meta(root: str | os.PathLike[str], proposer: bool = False, reverse: bool = False) -> dict[str, Any]:
@@ -288,31 +209,26 @@ def model_meta(root: str | os.PathLike[str], proposer: bool = False, reverse: bo
     if not (root / weights).is_file():
         return {}
     cfg = read_config(root / config)
-    return {**config_meta(cfg), "n_params": count_parameters(cfg)}
+    return {**config_meta(cfg), "n_params": count_parameters(cfg, root / config)}
 
 
-def load_bundle(
-    path: str | os.PathLike[str], dtype: torch.dtype | None = None, lazy: bool = False, models: bool = True
-) -> Bundle:
+def load_bundle(path: str | os.PathLike[str], lazy: bool = False) -> Bundle:
     """Load a bundle folder, its files checked against its manifest first; raises
     ``FileNotFoundError`` naming what is missing, ``BundleError`` naming a damaged file.
     ``lazy``: the known lower lines are read on the first lookup of a training line, and then
     only the block that holds it, not now (the command line's start; a server reads them all
-    at start, not in a request). ``models=False``: the PyTorch models are read on first use
-    (``Bundle.model``), not now; a decoder on ONNX Runtime whose graphs are cached needs none."""
+    at start, not in a request). Its models' weights are read by whoever needs them
+    (model/export/models.py; a decoder on ONNX Runtime whose graphs are cached needs none)."""
     root = Path(path)
     if not has_model(root):
         raise FileNotFoundError(f"{missing_model(root)}; run `make train`")
     if old_format_files(root):  # a bundle half converted: its known lines would go unread
         raise BundleError(missing_model(root))
     sums = verified_sums(root) or {}
-    read: list[Any] = []
-    if models:
-        model, vocab, meta, proposer = load_models(root, dtype)
-        read = [model, proposer, load_reverse(root, vocab, dtype, model)]
-    else:
-        vocab = bundle_vocab(root)
-        meta = config_meta(read_config(root / CONFIG_FILE))
+    vocab = bundle_vocab(root)
+    config = read_config(root / CONFIG_FILE)
+    check_vocab(config, vocab, root / CONFIG_FILE)
+    meta = config_meta(config)
     fp_path, sens_path = root / FINGERPRINTS_FILE, root / SENSITIVE_FILE
     fps = FingerprintIndex.load(fp_path) if fp_path.exists() else FingerprintIndex(np.zeros(0, np.uint64))
     sens = np.load(sens_path, allow_pickle=False) if sens_path.exists() else np.zeros(0, np.uint64)
@@ -340,7 +256,5 @@ def load_bundle(
         has_proposer=(root / PROPOSER_WEIGHTS).is_file(),
         has_reverse=(root / REVERSE_WEIGHTS).is_file(),
         has_scorer=(root / SCORER_WEIGHTS).is_file(),
-        dtype=dtype,
         sums=sums,
-        _models=read,
     )
