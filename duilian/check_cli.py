@@ -15,15 +15,17 @@ import argparse
 import json
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import Any, TextIO
 
 from data.paths import default_model_dir, graph_cache_dir
+from duilian.check import CheckReport, check_with
+from duilian.engine import Engine, set_decode_threads
 from duilian.inputs import TONE_MODES, InputError, clean_line
 from duilian.loading import EXIT_INPUT
-
-if TYPE_CHECKING:
-    from duilian.check import CheckReport
-
+from duilian.service import Library, LoadedModel
+from model.decoding.options import SERVE_INT8, SERVE_RUNTIME
+from model.store.bundle import load_bundle
+from model.store.layout import has_model
 
 LEGEND = """\
 output / 输出:
@@ -85,14 +87,6 @@ def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
 def check(upper: str, lower: str, mode: str, model: Path | None, suggest: bool = True) -> CheckReport:
     """The report, with the bundle's pairing table and known lines, and with ``suggest`` its
     suggestions; InputError when the bundle cannot be read or the tone mode has no table."""
-    # imported on use, as duilian/cli.py's load: `duilian --help` starts without the models' modules
-    from duilian.check import check_with
-    from duilian.engine import Engine, set_decode_threads
-    from duilian.service import Library, LoadedModel
-    from model.decoding.options import SERVE_INT8, SERVE_RUNTIME
-    from model.store.bundle import load_bundle
-    from model.store.layout import has_model
-
     folder = model or default_model_dir()
     if not has_model(folder):
         raise InputError(

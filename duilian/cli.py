@@ -11,8 +11,7 @@ graphs are kept in ``work/cache/onnx`` (``--graph-cache``), so only the first ru
 With ``--server URL`` it asks a running server's POST /api/v1/generate instead (standard
 library only), and prints its answers the same way: no model to load, so it answers at once.
 
-Only ``duilian.inputs`` is imported at the top: ``--help`` and a refused line answer at
-once, and the service (torch, the model) is imported when there is a line to decode.
+No PyTorch: the decoder runs the bundle's ONNX graphs (exported on the first run only).
 """
 
 from __future__ import annotations
@@ -23,20 +22,22 @@ import json
 import logging
 import os
 import sys
+import urllib.error
+import urllib.request
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import Any, TextIO
 
 from data.text import REGISTERS
 from duilian import check_cli, compose_cli
 from duilian.inputs import FORWARD, MAX_ASKED, MAX_CHARS, REVERSE, TONE_MODES, InputError, Query, make_query
 from duilian.loading import EXIT_FAILED, EXIT_INPUT, Problem, load
-from model.decoding import onnx_graphs
+from duilian.service import LoadedModel
+from model.decoding.answer import Answer
+from model.decoding.plan import ConstraintError
+from model.store.fingerprint import KnownLinesError
 
-if TYPE_CHECKING:
-    from duilian.service import LoadedModel
-    from model.decoding.answer import Answer
-
+EXPORT_LOG = "model.export.graphs"  # the module that exports and says so (named: it needs PyTorch)
 
 RULES = (  # the report's fields as the plain output shows them: (field, 中文)
     ("length", "字数"),
@@ -237,9 +238,6 @@ def ask(server: str, q: Query, timeout: float = 300) -> dict[str, Any]:
     """The server's answer to ``q`` (POST /api/v1/generate), as its JSON object; its refusal
     (4xx, a bilingual detail) is a Problem with exit status 2, an unreachable or failing
     server one with status 1. Standard library only: no torch, no model, no HTTP package."""
-    import urllib.error
-    import urllib.request
-
     url = server.rstrip("/") + "/api/v1/generate"
     fields = dataclasses.asdict(q)
     if q.reverse:  # the request names the line it gives
@@ -272,15 +270,10 @@ def _detail(raw: bytes) -> str:
 
 def read_answer(found: dict[str, Any]) -> Answer:
     """A server's JSON answer as the ``Answer`` it was written from."""
-    from model.decoding.answer import Answer  # not imported for --help or a refused line
-
     return Answer.from_json(found)
 
 
 def answer(model: LoadedModel, q: Query) -> Answer:
-    from model.decoding.plan import ConstraintError
-    from model.store.fingerprint import KnownLinesError
-
     try:
         return model.answer(q)
     except ConstraintError as exc:  # its message names the constraint, in Chinese and English
@@ -364,7 +357,7 @@ def show_progress() -> None:
     they are: the command's own lines, none of the libraries'."""
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("duilian: %(message)s"))
-    progress = logging.getLogger(onnx_graphs.__name__)  # the module that exports and says so
+    progress = logging.getLogger(EXPORT_LOG)
     progress.addHandler(handler)
     progress.setLevel(logging.INFO)
     progress.propagate = False  # a library may have given the root logger a handler

@@ -9,14 +9,12 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import Any, TextIO
 
+from duilian.compose import Composition, compose, make_compose_request
 from duilian.inputs import MAX_ASKED, TONE_MODES, InputError
 from duilian.loading import EXIT_INPUT, Problem, load
-
-if TYPE_CHECKING:
-    from duilian.compose import Composition
-
+from model.decoding.plan import ConstraintError
 
 LEGEND = """\
 output / 输出:
@@ -74,10 +72,6 @@ def add_parser(commands: Any) -> None:
 
 
 def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
-    # the model and the service are imported only with a request to answer: --help and bad input at once
-    from duilian.compose import compose, make_compose_request
-    from model.decoding.plan import ConstraintError
-
     try:
         if args.seed < 0:
             raise InputError("种子不能为负", "The seed must not be negative.")

@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from threadpoolctl import threadpool_limits
+
 from data.sensitive import SensitiveFilter
 from model.decoding.blocked import BlockedWords
 from model.decoding.decoder import Decoder
@@ -58,8 +60,6 @@ def set_decode_threads(threads: int) -> Any:
     decode workers' spinning threads took each other's cores), and PyTorch's when it is
     imported. ONNX Runtime's sessions take theirs when made (``Engine``'s graphs). The
     threadpoolctl limiter, whose ``restore_original_limits()`` undoes the BLAS part."""
-    from threadpoolctl import threadpool_limits
-
     limiter = threadpool_limits(limits=threads, user_api="blas")
     torch = sys.modules.get("torch")
     if torch is not None:

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from data.paths import default_model_dir, graph_cache_dir
-
-if TYPE_CHECKING:
-    from duilian.service import LoadedModel
+from duilian.engine import Engine, set_decode_threads
+from duilian.service import LoadedModel
+from model.decoding.options import SERVE_INT8, SERVE_RUNTIME
+from model.store.layout import WEIGHTS_FILE, has_model, missing_model
 
 EXIT_INPUT = 2  # a refused line, option or model folder
 EXIT_FAILED = 1  # an unexpected error (its message, never a trace)
@@ -27,11 +27,6 @@ class Problem(Exception):
 def load(args: argparse.Namespace) -> LoadedModel:
     """The bundle with the site's default engine (the server's settings' defaults). On ONNX
     Runtime with its graphs cached (after the first run) PyTorch is not imported at all."""
-    from duilian.engine import Engine, set_decode_threads
-    from duilian.service import LoadedModel
-    from model.decoding.options import SERVE_INT8, SERVE_RUNTIME
-    from model.store.layout import WEIGHTS_FILE, has_model, missing_model
-
     folder: Path = args.model or default_model_dir()
     if not has_model(folder):
         raise Problem(

@@ -8,9 +8,13 @@ from pathlib import Path
 from typing import get_args
 
 from pydantic import ValidationError
+from sqlalchemy.exc import SQLAlchemyError
 
-from model.store.layout import has_model, missing_model
-from serve.logs import LogLevel, configure_logging
+from model.store.bundle import check_models
+from model.store.fingerprint import FingerprintIndex, KnownLowers
+from model.store.layout import FINGERPRINTS_FILE, has_model, known_file, missing_model, verify_bundle
+from serve.db import make_engine
+from serve.logs import LogLevel
 from serve.settings import Settings, settings_problems
 
 LOG_LEVELS = get_args(LogLevel)
@@ -26,13 +30,6 @@ def preflight(settings: Settings) -> str:
     """What would stop the server's start-up, said in one line ("" for nothing): a bundle file
     that differs from the bundle's SHA256SUMS, a model file or proposer that is not a checkpoint
     (or a proposer that does not fit the model), a feedback store that cannot be reached."""
-    from sqlalchemy.exc import SQLAlchemyError
-
-    from model.store.bundle import check_models
-    from model.store.fingerprint import FingerprintIndex, KnownLowers
-    from model.store.layout import FINGERPRINTS_FILE, known_file, verify_bundle
-    from serve.db import make_engine
-
     try:
         verify_bundle(settings.model_dir)
         check_models(settings.model_dir)  # the model and the fast mode's tagger, read as load_bundle will
@@ -89,21 +86,11 @@ def main(argv: list[str] | None = None) -> int:
         print(problem, file=sys.stderr)
         return 2
 
-    import uvicorn  # after the checks, so a missing model is reported fast
+    from serve.main import (
+        run,
+    )  # the site's modules (about 2 s) after the checks: a bad folder is said at once
 
-    from serve.main import create_app, uvicorn_options
-
-    # uvicorn's own lines (start-up, access log) go through the same handler as ours: in the
-    # chosen format, with the request id (log_config=None: uvicorn installs no handlers of its own)
-    configure_logging(settings.log_setup())
-    uvicorn.run(
-        create_app(settings),
-        host=args.host,
-        port=args.port,
-        log_level=settings.log_level,
-        log_config=None,
-        **uvicorn_options(settings),
-    )
+    run(settings, args.host, args.port)
     return 0
 
 

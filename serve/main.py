@@ -11,6 +11,7 @@ from http import HTTPStatus
 from pathlib import Path
 from typing import Any, cast
 
+import uvicorn
 from fastapi import FastAPI, Request, status
 from fastapi.exception_handlers import http_exception_handler
 from fastapi.exceptions import RequestValidationError
@@ -153,6 +154,17 @@ SECURITY_HEADERS = [
     (b"referrer-policy", b"no-referrer"),
     (b"cross-origin-opener-policy", b"same-origin"),
 ]
+
+
+def run(settings: Settings, host: str, port: int) -> None:
+    """Serve the site under uvicorn until it is stopped (``python -m serve``). uvicorn's own
+    lines (start-up, access log) go through the same handler as ours: in the chosen format, with
+    the request id (``log_config=None``: uvicorn installs no handlers of its own)."""
+    configure_logging(settings.log_setup())
+    app = create_app(settings)
+    uvicorn.run(
+        app, host=host, port=port, log_level=settings.log_level, log_config=None, **uvicorn_options(settings)
+    )
 
 
 def uvicorn_options(settings: Settings) -> dict[str, Any]:

@@ -17,6 +17,9 @@ import json
 import logging
 import time
 
+import redis
+import redis.asyncio
+
 from duilian.inputs import Query
 from model.decoding.answer import Answer
 
@@ -27,8 +30,6 @@ class SharedCache:
     def __init__(
         self, url: str, ttl: int = 86_400, prefix: str = "duilian:answer", retry_after: float = 5.0
     ) -> None:
-        import redis.asyncio  # the serve extra installs it
-
         self.client = redis.asyncio.Redis.from_url(url, socket_timeout=0.5, socket_connect_timeout=0.5)
         self.errors = (redis.RedisError, OSError)
         self.ttl, self.prefix, self.retry_after = ttl, prefix, retry_after

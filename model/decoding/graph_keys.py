@@ -18,6 +18,7 @@ _TRACED_SOURCES = (
     _HERE / "onnx_engine.py",
     _HERE / "onnx_graphs.py",
     _HERE / "reranking.py",
+    _HERE.parent / "export" / "graphs.py",
     _HERE.parent / "export" / "onnx_export.py",
     _HERE.parent / "export" / "onnx_templates.py",
     _HERE / "graph_keys.py",

@@ -1,18 +1,17 @@
-"""ONNX graphs on ONNX Runtime: a session per graph, the cache of exported graphs between
-runs (``GraphCache``), dynamic int8 quantisation, and building a model's graphs from the cache
-or by exporting them (``built``). The engines (model/decoding/onnx_engine.py) and the
-reranker's scorer (model/decoding/reranking.py) run on them; exporting is
-model/export/onnx_export.py's, the only part that needs PyTorch.
+"""ONNX graphs on ONNX Runtime: a session per graph (``Graph``) and the cache of exported
+graphs between runs (``GraphCache``). The engines (model/decoding/onnx_engine.py) and the
+reranker's scorer (model/decoding/reranking.py) run on them; making them (the export, the
+int8 quantisation, the cache filled) is model/export/graphs.py's, on the PyTorch side.
+
+ONNX Runtime is imported where a session is made, not with this module: its import starts
+threads, and the decode workers' forkserver, which imports the service, forks.
 """
 
 from __future__ import annotations
 
 import hashlib
 import logging
-import tempfile
-import time
-import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, cast
@@ -22,27 +21,9 @@ import numpy as np
 from data.files import atomic_file, held_lock
 from model.decoding.graph_keys import OPSET
 
-log = logging.getLogger(__name__)
-
-
-def _quantised(graph: bytes) -> bytes:
-    """``graph`` with its matrix products in int8 (ONNX Runtime's dynamic quantisation)."""
-    from onnxruntime.quantization import QuantType, quantize_dynamic
-
-    with tempfile.TemporaryDirectory() as tmp, warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        src, dst = Path(tmp, "fp32.onnx"), Path(tmp, "int8.onnx")
-        src.write_bytes(graph)
-        logging.disable(logging.WARNING)  # it logs a pre-processing hint per graph on the root logger
-        try:
-            quantize_dynamic(src, dst, weight_type=QuantType.QInt8)
-        finally:
-            logging.disable(logging.NOTSET)
-        return dst.read_bytes()
-
 
 def session(graph: bytes, threads: int) -> Any:
-    import onnxruntime as ort
+    import onnxruntime as ort  # here, not at the top: see the module's docstring
 
     so = ort.SessionOptions()
     so.intra_op_num_threads = threads
@@ -60,7 +41,7 @@ def session_threads(graph: Graph) -> int:
 def log_softmax_graph() -> bytes:
     """A graph of one LogSoftmax over the last axis of (B, V) float32: ONNX Runtime's vectorised
     exp normalises a step's logits about three times as fast as numpy's (docs/MEASUREMENTS.md)."""
-    from onnx import TensorProto, helper
+    from onnx import TensorProto, helper  # half a second to import, for this graph alone
 
     node = helper.make_node("LogSoftmax", ["logits"], ["log_probs"], axis=-1)
     graph = helper.make_graph(
@@ -131,67 +112,7 @@ class Graph:
             logging.getLogger(__name__).warning("cached ONNX graph %s unreadable", cache.path(name, int8))
             return None
 
-    @classmethod
-    def build(
-        cls, export: Callable[[], bytes], int8: bool, threads: int, cache: GraphCache | None, name: str
-    ) -> Graph:
-        """The graph ``name`` from the cache, else exported (``export``), quantised with ``int8``
-        and cached (a damaged cached file is replaced). An int8 graph is quantised from the
-        cached fp32 graph when there is one: the very bytes an export would give, without it."""
-        if cache is None:
-            return cls(session(_exported(export, int8), threads))
-        if (cached := cls.from_cache(cache, name, int8, threads)) is not None:
-            return cached
-        with cache.exporting(name, int8):
-            if (cached := cls.from_cache(cache, name, int8, threads)) is not None:  # another process's
-                return cached
-            graph = _quantised_cached(cache, name) if int8 else None
-            if graph is None:
-                graph = _exported(export, int8)
-            cache.write(name, int8, graph)
-        return cls(session(graph, threads))
-
     def arrays(self, *args: np.ndarray) -> list[np.ndarray]:
         """The graph's outputs for ``args``, its inputs in order."""
         feed = {name: np.ascontiguousarray(a) for name, a in zip(self.inputs, args, strict=True)}
         return cast(list[np.ndarray], self.session.run(None, feed))
-
-
-def _quantised_cached(cache: GraphCache, name: str) -> bytes | None:
-    """The cached fp32 graph ``name`` quantised; None when there is none, or it is damaged."""
-    fp32 = cache.read(name, False)
-    if fp32 is None:
-        return None
-    try:
-        return _quantised(fp32)
-    except Exception:
-        logging.getLogger(__name__).warning("cached ONNX graph %s unreadable", cache.path(name, False))
-        return None
-
-
-def _exported(export: Callable[[], bytes], int8: bool) -> bytes:
-    graph = export()
-    return _quantised(graph) if int8 else graph
-
-
-def built(
-    exports: dict[str, Callable[[], bytes]], int8: bool, threads: int, cache: GraphCache | None, what: str
-) -> dict[str, Graph]:
-    """Each graph from the cache, else exported (``Graph.build``); the first export of a model
-    says so, once it starts and once it is done, with its time: the only lines of a first run."""
-    started: list[float] = []
-
-    def timed(name: str) -> Callable[[], bytes]:
-        def export() -> bytes:
-            if not started:
-                started.append(time.perf_counter())
-                where = f"; kept in {cache.folder}" if cache is not None else ""
-                log.info("ONNX: exporting the %s model's graphs (the first run only%s) ...", what, where)
-            return exports[name]()
-
-        return export
-
-    graphs = {name: Graph.build(timed(name), int8, threads, cache, name) for name in exports}
-    if started:
-        log.info("ONNX: the %s model's graphs exported in %.1f s", what, time.perf_counter() - started[0])
-    return graphs

@@ -16,9 +16,10 @@ from data.vocab import Vocab
 from model.decoding.blocked import BlockedWords
 from model.decoding.decoder import Decoder
 from model.decoding.onnx_engine import OnnxTagger, OnnxTransformer
-from model.decoding.onnx_graphs import GraphCache, built
+from model.decoding.onnx_graphs import GraphCache
 from model.decoding.options import RUNTIMES, Runtime
 from model.decoding.reranking import DEFAULT_WEIGHT, SCORER_GRAPHS, Reranker
+from model.export.graphs import built
 from model.export.onnx_export import exporter, model_key, scorer_specs, tagger_specs, transformer_specs
 from model.export.quantize import quantized
 from model.export.torch_engine import wrap

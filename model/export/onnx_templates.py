@@ -33,6 +33,7 @@ from typing import Any
 import numpy as np
 import onnx
 import onnx_ir
+import onnxruntime as ort
 import torch
 from torch import Tensor, nn
 
@@ -148,8 +149,6 @@ def agrees(graph: bytes, module: nn.Module, args: tuple[Tensor, ...], inputs: li
     every float argument drawn at random (seeded): the example arguments are mostly zeros, on
     which a wrong table or scale can give the right numbers. Ids are kept as they are (their
     valid range is the model's)."""
-    import onnxruntime as ort  # only a template traced from another module is checked
-
     draw = torch.Generator().manual_seed(0)
     args = tuple(torch.randn(a.shape, generator=draw) if a.is_floating_point() else a for a in args)
     options = ort.SessionOptions()

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from data.paths import work_dir
 from serve.__main__ import port
+from serve.cluster.deployment import Cluster, ClusterSetup
 from serve.logs import LogSetup, configure_logging
 
 
@@ -40,8 +41,6 @@ def main(argv: list[str] | None = None) -> int:
     if not 1 <= args.replicas <= 32:
         parser.error("--replicas: 1 to 32")
     configure_logging(LogSetup("info", False))
-
-    from serve.cluster.deployment import Cluster, ClusterSetup
 
     folder = args.folder or work_dir() / "cluster"
     setup = ClusterSetup(

@@ -22,6 +22,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import psycopg
+
 from crawler.localredis import free_port, stop_process
 
 USER = "duilian"  # the cluster's superuser (trust authentication, loopback only)
@@ -93,8 +95,6 @@ class LocalPostgres:
         return self
 
     def _wait_ready(self) -> None:
-        import psycopg
-
         assert self.proc is not None and self.tmp is not None
         deadline = time.monotonic() + 30
         while True:
@@ -110,7 +110,6 @@ class LocalPostgres:
 
     def ensure_database(self, name: str) -> str:
         """The URL of database ``name``, created if it does not exist yet."""
-        import psycopg
 
         with psycopg.connect(
             host="127.0.0.1", port=self.port, user=USER, dbname="postgres", autocommit=True
@@ -120,7 +119,6 @@ class LocalPostgres:
         return self.url(name)
 
     def _admin(self, sql: str) -> None:
-        import psycopg
 
         with psycopg.connect(
             host="127.0.0.1", port=self.port, user=USER, dbname="postgres", autocommit=True

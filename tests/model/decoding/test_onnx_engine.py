@@ -19,11 +19,11 @@ from data.rules import check
 from data.vocab import BOS_ID, EOS_ID, PAD_ID, UNK_ID, Vocab
 from model.decoding.decoder import Decoder
 from model.decoding.onnx_engine import GraphCache
-from model.decoding.onnx_graphs import Graph
 from model.decoding.options import DecodeOptions
 from model.decoding.search import BeamSearch, run_search
 from model.decoding.shortlist import Shortlist
 from model.export.engines import onnx_copy, torch_decoder
+from model.export.graphs import build_graph
 from model.export.onnx_export import model_key
 from model.export.torch_engine import wrap
 from model.net.checkpoint import build_model
@@ -289,7 +289,7 @@ def _build_counting(folder: Path, exports: Path, together: Any) -> None:
         return _identity_graph()
 
     together.wait()
-    graph = Graph.build(export, False, 1, _cache_of(folder), "step")
+    graph = build_graph(export, False, 1, _cache_of(folder), "step")
     assert graph.arrays(np.ones(1, np.float32))[0].tolist() == [1.0]
 
 
@@ -352,7 +352,7 @@ def test_an_int8_graph_is_quantised_from_the_cached_fp32_one_without_an_export(
 ) -> None:
     """With the fp32 graph in the cache, the int8 one is its quantisation, with no export; a
     damaged fp32 file is exported again instead."""
-    import model.decoding.onnx_graphs as graphs_module
+    import model.export.graphs as graphs_module
     import model.export.onnx_export as export_module
 
     _, tagger = models(vocab, seed=8)
