@@ -1,3 +1,3 @@
-"""Decoding under the couplet rules: options and results, request planning and rule tables,
-the beam search, the shortlist, int8 copies, the ONNX engine, and the Decoder. Imports
-model.net and data/."""
+"""Decoding under the couplet rules, on ONNX Runtime and numpy (no PyTorch): options and
+results, request planning and rule tables, the beam search, the shortlist, the graphs and
+engines, the reranker, and the Decoder. Imports model.spec and data/."""

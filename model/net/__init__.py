@@ -1,2 +1,2 @@
-"""The torch modules (encoder-decoder, tagger), their config, the batch they read, and
-checkpoints. Imports torch and data/ only."""
+"""The torch modules (encoder-decoder, tagger, the reranker's scorer), the batch they read, and
+checkpoints. Imports torch, model.spec and data/."""
