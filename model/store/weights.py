@@ -138,6 +138,15 @@ def check_vocab(config: dict[str, Any], vocab: Vocab, path: Path) -> None:
         raise ValueError(f"{path}: the model was made for another vocabulary than {config.get('vocab_file')}")
 
 
+def read_header(path: Path) -> dict[str, Any]:
+    """A safetensors file's header: 8 bytes of its length, then JSON (the tensors' dtypes,
+    shapes and offsets, and ``__metadata__``); OSError or ValueError when it cannot be read."""
+    with open(path, "rb") as f:
+        size = int.from_bytes(f.read(8), "little")
+        header: dict[str, Any] = json.loads(f.read(size))
+    return header
+
+
 def read_tensors(path: Path) -> dict[str, np.ndarray]:
     """The arrays of a safetensors file as stored (fp16, int8 and its scales), checked against
     the digest in its metadata; ``CorruptCheckpoint`` (one line naming the file) when it does
@@ -146,9 +155,7 @@ def read_tensors(path: Path) -> dict[str, np.ndarray]:
         raise FileNotFoundError(f"{path}: missing")
     try:
         arrays = load_file(path)
-        with open(path, "rb") as f:  # the header: 8 bytes of length, then JSON with __metadata__
-            size = int.from_bytes(f.read(8), "little")
-            header = json.loads(f.read(size))
+        header = read_header(path)
     except (SafetensorError, OSError, ValueError, RuntimeError) as e:
         text = " ".join(str(e).split())[:200]
         raise CorruptCheckpoint(f"{path}: not a safetensors file ({type(e).__name__}: {text})") from e
@@ -180,9 +187,7 @@ def shared_files(config: dict[str, Any], path: Path) -> set[str]:
 def stored_shapes(path: Path) -> dict[str, tuple[int, ...]]:
     """{name: shape} of the tensors a safetensors file stores (its header alone; scales left out)."""
     try:
-        with open(path, "rb") as f:
-            size = int.from_bytes(f.read(8), "little")
-            header = json.loads(f.read(size))
+        header = read_header(path)
     except (OSError, ValueError) as e:
         raise CorruptCheckpoint(f"{path}: not a safetensors file ({type(e).__name__})") from e
     return {
