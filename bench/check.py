@@ -14,6 +14,11 @@ With the suggestions (7 characters): ``api_suggest`` the whole request with the 
 server process, ``site_suggest`` with the site's two decode worker processes (the suggestions
 computed in one of them), ``suggest`` the check and its suggestions as ``duilian check`` computes
 them in this process (``*_100``: 100 characters, which the alternatives search refuses at once).
+
+``api`` and ``site`` go through FastAPI's TestClient, whose calls cross into the app's event loop
+on another thread and back (about 4-5 ms a request on this machine, which no deployment pays).
+``http`` and ``http_suggest`` are what a user's browser meets: a real ``python -m serve`` (its
+default decode workers; bench/_live_server.py) on loopback, one keep-alive HTTP client.
 """
 
 from __future__ import annotations
@@ -27,6 +32,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
 
+import httpx
+
+from bench._live_server import served
 from bench.decode import upper_lines
 from data.paths import default_model_dir, graph_cache_dir
 from duilian.check import check_couplet, check_with, known_couplet
@@ -122,6 +130,18 @@ def api_of(
     return run, lambda: client.__exit__(None, None, None)
 
 
+def http_of(http: httpx.Client, suggest: bool) -> Callable[[str, str], object]:
+    """POST /api/v1/check to a real server over HTTP."""
+
+    def run(upper: str, lower: str) -> object:
+        r = http.post("/api/v1/check", json={"upper": upper, "lower": lower, "suggest": suggest})
+        if r.status_code != 200:
+            raise RuntimeError(f"check answered {r.status_code}: {r.text}")
+        return r.json()
+
+    return run
+
+
 class Suggesting:
     """The check with its suggestions on a model in this process, counting what it asks."""
 
@@ -179,6 +199,12 @@ def run(args: argparse.Namespace) -> dict[str, object]:
             out |= {f"{name}_{k}": v for k, v in timed(api, pairs).items()}
         finally:
             close()
+    with served("bench-check-") as server, httpx.Client(base_url=server.url, timeout=30) as http:
+        for name, suggesting, pairs in (
+            ("http_7", False, short[n_short:]),
+            ("http_suggest_7", True, short[n_short : n_short + n_sug_short]),
+        ):
+            out |= {f"{name}_{k}": v for k, v in timed(http_of(http, suggesting), pairs).items()}
     out |= suggest_figures(short[n_short : n_short + n_sug_short], "suggest_7")  # the same couplets
     out |= suggest_figures(long[:n_sug_long], "suggest_100")
     out["load_average_at_start"] = round(os.getloadavg()[0], 2)

@@ -87,7 +87,7 @@ MODEL_CARD, DATA_CARD, EVAL_FILE = "MODEL_CARD.md", "DATA_CARD.md", "eval.json"
 DATA_REPORT = "data_report.json"
 MANIFEST_FILE = "SHA256SUMS"
 # the files whose bytes the server computes with, listed in the manifest (a new one belongs here:
-# tests/model/release/test_checkpoint_bundle.py checks that export writes nothing else but DOC_FILES)
+# tests/model/store/test_checkpoint_bundle.py checks that export writes nothing else but DOC_FILES)
 PAYLOAD_FILES = (
     WEIGHTS_FILE, CONFIG_FILE, VOCAB_FILE, PROPOSER_WEIGHTS, PROPOSER_CONFIG, REVERSE_WEIGHTS, REVERSE_CONFIG,
     SCORER_WEIGHTS, SCORER_CONFIG,

@@ -186,12 +186,11 @@ def test_a_reverse_sheet_gives_lower_lines_and_asks_about_upper_lines(
     """--reverse (下联求上联): the lines given are lower lines, the candidates upper lines; the sheet,
     its rubric and the verdict say so; a bundle decodes with its reverse model."""
     from model.release.export import export_bundle
-    from tests.model.decoding.fixtures import reverse_of
-    from tests.model.release.test_checkpoint_bundle import make_model
+    from tests.model.decoding.fixtures import reverse_of, tiny_model
 
     pairs = list(zip(UPPERS, HUMAN, strict=True))
     assert all(ch in vocab for p in pairs for ch in "".join(p))  # the model tests' vocabulary
-    model = make_model(vocab)
+    model = tiny_model(vocab, seed=1)  # the bundle tests' model (tests/model/store/test_checkpoint_bundle.py)
     bundle = export_bundle(tmp_path / "b", model, vocab, train_pairs=pairs, reverse=reverse_of(model))
     plain = export_bundle(tmp_path / "p", model, vocab, train_pairs=pairs)
     lines = tmp_path / "lower.tsv"
