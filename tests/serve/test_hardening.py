@@ -123,13 +123,13 @@ def test_no_redirect_is_built_from_the_host_header(client: TestClient, path: str
     "token", ["令牌".encode(), "tök".encode("latin-1"), b"\xff\xfe", "test-token令".encode()]
 )
 def test_a_malformed_admin_token_is_401(client: TestClient, token: bytes) -> None:
-    r = client.post("/api/v1/admin/reload", json={}, headers={"X-Admin-Token": token})
+    r = client.post("/api/v1/admin/reload", json={}, headers={b"X-Admin-Token": token})
     assert r.status_code == 401 and bilingual(r.json()["detail"]), r.text
 
 
 def test_a_non_ascii_admin_token_set_by_the_operator_still_matches(settings: Settings) -> None:
     with TestClient(create_app(settings.model_copy(update={"admin_token": "令牌-1"}))) as c:
-        r = c.post("/api/v1/admin/reload", json={}, headers={"X-Admin-Token": "令牌-1".encode()})
+        r = c.post("/api/v1/admin/reload", json={}, headers={b"X-Admin-Token": "令牌-1".encode()})
         assert r.status_code == 200, r.text
 
 
@@ -245,7 +245,7 @@ def test_a_feedback_post_retried_with_its_key_is_stored_once(client: TestClient,
     reused = client.post("/api/v1/feedback", json={**OWN, "lower": "秋雨连绵"}, headers=key)
     assert reused.status_code == 422 and bilingual(reused.json()["detail"]), reused.text
     for bad in ("has space", "x" * 129, "ключ"):
-        r = client.post("/api/v1/feedback", json=OWN, headers={"Idempotency-Key": bad.encode()})
+        r = client.post("/api/v1/feedback", json=OWN, headers={b"Idempotency-Key": bad.encode()})
         assert r.status_code == 422 and bilingual(r.json()["detail"]), (bad, r.text)
     assert len(db_rows(settings)) == 4
 

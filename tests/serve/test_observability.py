@@ -260,7 +260,7 @@ def test_a_sane_request_id_is_echoed_on_every_response(client: TestClient) -> No
     "given", [b"", b"two words", b"x" * 129, "caf\u00e9".encode("latin-1"), b"<script>", b"a\tb", b"id;x=1"]
 )
 def test_a_bad_request_id_is_replaced(client: TestClient, given: bytes) -> None:
-    r = client.get("/api/v1/health", headers={"X-Request-ID": given})
+    r = client.get("/api/v1/health", headers={b"X-Request-ID": given})
     assert r.status_code == 200
     assert GENERATED_ID.fullmatch(r.headers["x-request-id"]), r.headers["x-request-id"]
 

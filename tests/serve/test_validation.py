@@ -6,6 +6,7 @@ import re
 from collections.abc import Iterator
 
 import httpx
+import httpx2
 import pytest
 from fastapi.testclient import TestClient
 
@@ -76,7 +77,7 @@ def test_the_candidate_limit_is_the_servers_and_an_unknown_field_is_named(client
     assert "required_char" in detail and "Extra inputs are not permitted" in detail, detail
 
 
-def bilingual(r: httpx.Response) -> str:
+def bilingual(r: httpx.Response | httpx2.Response) -> str:  # (a real server's client; TestClient's)
     """The JSON ``detail`` of a refusal, checked to say it in Chinese and in English."""
     assert r.headers["content-type"].startswith("application/json"), r.text
     detail = r.json()["detail"]

@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
+import httpx2
 import pytest
 from fastapi.testclient import TestClient
 
@@ -37,7 +38,7 @@ def wait_until(condition: object, timeout: float, what: str) -> None:
         time.sleep(0.05)
 
 
-def assert_bilingual_503(r: httpx.Response) -> None:
+def assert_bilingual_503(r: httpx2.Response) -> None:  # (TestClient's)
     assert r.status_code == 503, r.text
     detail = r.json()["detail"]
     assert " / " in detail and "解码" in detail and "retry" in detail
@@ -130,7 +131,7 @@ def test_a_job_a_dying_worker_held_fails_and_one_it_never_read_goes_to_the_other
     others = [pid for pid in model.pids if pid not in (holder,)]
     for pid in others:
         os.kill(pid, signal.SIGSTOP)
-    answer: list[httpx.Response] = []
+    answer: list[httpx2.Response] = []
     try:
         asking = threading.Thread(
             target=lambda: answer.append(client.post("/api/v1/generate", json={"upper": "山高水长"}))
