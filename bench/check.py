@@ -31,6 +31,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
+from typing import Any, Protocol
 
 import httpx
 
@@ -120,21 +121,20 @@ def api_of(
     )  # fmt: skip
     client = TestClient(create_app(settings))
     client.__enter__()
+    return checking(client, suggest), lambda: client.__exit__(None, None, None)
+
+
+class Posts(Protocol):
+    """An HTTP client: httpx's to a real server, or FastAPI's TestClient to the app in-process."""
+
+    def post(self, url: str, *, json: Any) -> Any: ...
+
+
+def checking(client: Posts, suggest: bool) -> Callable[[str, str], object]:
+    """POST /api/v1/check through ``client``, with or without the suggestions."""
 
     def run(upper: str, lower: str) -> object:
         r = client.post("/api/v1/check", json={"upper": upper, "lower": lower, "suggest": suggest})
-        if r.status_code != 200:
-            raise RuntimeError(f"check answered {r.status_code}: {r.text}")
-        return r.json()
-
-    return run, lambda: client.__exit__(None, None, None)
-
-
-def http_of(http: httpx.Client, suggest: bool) -> Callable[[str, str], object]:
-    """POST /api/v1/check to a real server over HTTP."""
-
-    def run(upper: str, lower: str) -> object:
-        r = http.post("/api/v1/check", json={"upper": upper, "lower": lower, "suggest": suggest})
         if r.status_code != 200:
             raise RuntimeError(f"check answered {r.status_code}: {r.text}")
         return r.json()
@@ -204,7 +204,7 @@ def run(args: argparse.Namespace) -> dict[str, object]:
             ("http_7", False, short[n_short:]),
             ("http_suggest_7", True, short[n_short : n_short + n_sug_short]),
         ):
-            out |= {f"{name}_{k}": v for k, v in timed(http_of(http, suggesting), pairs).items()}
+            out |= {f"{name}_{k}": v for k, v in timed(checking(http, suggesting), pairs).items()}
     out |= suggest_figures(short[n_short : n_short + n_sug_short], "suggest_7")  # the same couplets
     out |= suggest_figures(long[:n_sug_long], "suggest_100")
     out["load_average_at_start"] = round(os.getloadavg()[0], 2)
