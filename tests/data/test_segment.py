@@ -57,6 +57,7 @@ def test_segmentation_is_jiebas_own(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     assert cached.read_bytes().startswith(b"DLJB1")
 
 
+@pytest.mark.slow
 def test_a_process_reads_only_the_parts_its_lines_need(tmp_path: Path) -> None:
     """A fresh process segments a line after reading a few parts of the dictionary, not all."""
     code = (

@@ -90,6 +90,7 @@ def test_lines_from_stdin_get_the_sites_answers(script: Path, site: LiveServer, 
     assert all(len(a["candidates"]) == 4 for a in got)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("upper", "options", "body"),
     [
@@ -117,6 +118,7 @@ def test_constraints_give_the_sites_answer(
         assert all(c["text"][0] == "月" for c in got["candidates"])
 
 
+@pytest.mark.slow
 def test_plain_output_shows_tones_and_verdicts(script: Path, site: LiveServer, graphs: Path) -> None:
     done = run(script, "generate", "山高水长", "-n", "2", graphs=graphs)
     assert done.returncode == 0, done.stderr
@@ -143,6 +145,7 @@ def test_a_bad_line_is_refused_in_both_languages(script: Path) -> None:
     assert done.stdout == ""
 
 
+@pytest.mark.slow
 def test_bad_options_are_refused_in_both_languages(script: Path) -> None:
     bilingual_refusal(run(script, "generate", "春风得意", "--locks", "__秋"), "锁定模式", "lock pattern")
     bilingual_refusal(

@@ -18,6 +18,7 @@ from model.store.bundle import load_bundle
 SCRIPT = os.path.join(os.path.dirname(sys.executable), "duilian")
 
 
+@pytest.mark.slow
 def test_the_command_line_shows_a_known_lower_line_for_a_line_typed_without_commas() -> None:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     out = subprocess.run(

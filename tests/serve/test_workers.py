@@ -32,6 +32,7 @@ def answers(settings: Settings, uppers: list[str]) -> list[dict[str, object]]:
         return [c.post("/api/v1/generate", json={"upper": u, "n": 5}).json() for u in uppers]
 
 
+@pytest.mark.slow
 def test_worker_processes_answer_as_the_server_process_does(settings: Settings) -> None:
     uppers = [upper for upper, _ in PAIRS[:6]] + ["上海自来水来自海上"]
     pooled = settings.model_copy(update={"decode_processes": 2})
@@ -45,6 +46,7 @@ def test_worker_processes_answer_as_the_server_process_does(settings: Settings) 
     assert all(body["candidates"] for body in got)
 
 
+@pytest.mark.slow
 def test_the_checks_suggestions_come_the_same_from_a_worker(settings: Settings) -> None:
     """All places of a line go to one worker in one ``alternatives_at``: the suggestions are the
     ones the server process gives."""
@@ -78,6 +80,7 @@ def test_constraint_errors_cross_the_process_boundary(settings: Settings) -> Non
         assert c.post("/api/v1/generate", json={"upper": "春风得意"}).status_code == 200
 
 
+@pytest.mark.slow
 def test_reload_retires_the_old_workers(settings: Settings, bundle_b: Path) -> None:
     app = create_app(settings.model_copy(update={"decode_processes": 1}))
     with TestClient(app) as c:

@@ -97,6 +97,7 @@ def test_a_killed_worker_is_replaced_the_other_answers_and_health_is_degraded_me
     assert model.restarts >= 2 and not set(model.pids) & set(old)
 
 
+@pytest.mark.slow
 def test_a_job_a_dying_worker_held_fails_and_one_it_never_read_goes_to_the_other(
     pooled: tuple[TestClient, Path],
 ) -> None:
@@ -154,6 +155,7 @@ def test_a_job_a_dying_worker_held_fails_and_one_it_never_read_goes_to_the_other
     assert not set(model.pids) & {holder, stopped} and len(set(old)) == 2
 
 
+@pytest.mark.slow
 def test_a_lone_killed_worker_is_replaced_and_the_waiting_requests_answered(
     settings: Settings, bundle_a: Path
 ) -> None:

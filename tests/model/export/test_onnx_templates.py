@@ -142,6 +142,7 @@ def test_a_template_that_took_a_value_from_other_weights_is_traced_again(
         assert np.allclose(y, two(torch.from_numpy(x)).numpy(), atol=1e-5)
 
 
+@pytest.mark.slow
 def test_a_folder_that_cannot_be_written_only_is_not_used(tmp_path: Path, traces: list[str]) -> None:
     blocked = tmp_path / "a file"
     blocked.write_text("not a folder")
@@ -166,6 +167,7 @@ def test_a_setting_kept_outside_any_repr_makes_another_shape(vocab: Vocab) -> No
     assert len(keys) == 2
 
 
+@pytest.mark.slow
 def test_a_damaged_template_is_traced_again(tmp_path: Path, traces: list[str]) -> None:
     lin = nn.Linear(3, 2).eval()
     made = exporter(lambda: (lin, (torch.ones(2, 3),), ["x"], ["y"], {"x": {0: "N"}}), tmp_path)

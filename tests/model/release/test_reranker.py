@@ -89,6 +89,7 @@ def test_the_scorer_reads_the_shared_table_but_never_trains_it(vocab: Vocab) -> 
         scorer.share_embedding(torch.zeros(3, 32))
 
 
+@pytest.mark.slow
 def test_training_learns_the_human_lines_and_a_stopped_run_resumes_exactly(
     tmp_path: Path, vocab: Vocab, pairs: list[tuple[str, str]]
 ) -> None:
@@ -113,6 +114,7 @@ def test_training_learns_the_human_lines_and_a_stopped_run_resumes_exactly(
     assert "embed.weight" not in saved["state_dict"] and saved["valid"]["human_first"] == best["human_first"]
 
 
+@pytest.mark.slow
 def test_the_onnx_graph_scores_as_pytorch_does_and_is_read_from_the_cache(
     tmp_path: Path, vocab: Vocab
 ) -> None:
@@ -169,6 +171,7 @@ def test_an_answer_is_reordered_by_the_weighted_scores_and_left_alone_at_weight_
         torch_decoder(reverse, vocab, reranker=reranker)
 
 
+@pytest.mark.slow
 def test_a_bundle_carries_its_scorer_on_the_models_table_and_refuses_another(
     tmp_path: Path, vocab: Vocab, pairs: list[tuple[str, str]]
 ) -> None:

@@ -48,6 +48,7 @@ def test_lr_warms_up_then_decays() -> None:
     assert lr_factor(cfg, 99, 1.0) == pytest.approx(0.1)
 
 
+@pytest.mark.slow
 def test_amp_auto_decides_the_same_way_every_time() -> None:
     # One timing of a few milliseconds once said bf16 was slower on a CPU where it is twice as
     # fast; the decision must not depend on a stall of the shared machine.
