@@ -86,9 +86,8 @@ def main(argv: list[str] | None = None) -> int:
         print(problem, file=sys.stderr)
         return 2
 
-    from serve.main import (
-        run,
-    )  # the site's modules (about 2 s) after the checks: a bad folder is said at once
+    # the site's modules (about 2 s) after the checks: a bad folder is said at once
+    from serve.main import run
 
     run(settings, args.host, args.port)
     return 0

@@ -99,7 +99,7 @@ class LocalPostgres:
         deadline = time.monotonic() + 30
         while True:
             try:
-                psycopg.connect(host="127.0.0.1", port=self.port, user=USER, dbname="postgres").close()
+                self._connect().close()
                 return
             except psycopg.OperationalError:
                 if self.proc.poll() is not None or time.monotonic() > deadline:
@@ -110,20 +110,21 @@ class LocalPostgres:
 
     def ensure_database(self, name: str) -> str:
         """The URL of database ``name``, created if it does not exist yet."""
-
-        with psycopg.connect(
-            host="127.0.0.1", port=self.port, user=USER, dbname="postgres", autocommit=True
-        ) as con:
+        with self._connect() as con:
             if con.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchone() is None:
                 con.execute(f'CREATE DATABASE "{name}"')
         return self.url(name)
 
     def _admin(self, sql: str) -> None:
-
-        with psycopg.connect(
-            host="127.0.0.1", port=self.port, user=USER, dbname="postgres", autocommit=True
-        ) as con:
+        with self._connect() as con:
             con.execute(sql)
+
+    def _connect(self) -> psycopg.Connection[Any]:
+        """A connection as the cluster's superuser to its ``postgres`` database (autocommit: no
+        transaction holds a CREATE or DROP DATABASE)."""
+        return psycopg.connect(
+            host="127.0.0.1", port=self.port, user=USER, dbname="postgres", autocommit=True
+        )
 
     @contextmanager
     def database(self) -> Iterator[str]:
